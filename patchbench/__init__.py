@@ -1,0 +1,3 @@
+"""patchbench: read, apply, check, build and boot Linux kernel patch series."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from patchbench.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,57 @@
+"""Command line: one subcommand module each under patchbench/commands, one error contract for all.
+
+Every command module exposes `add_parser(subparsers)` (which sets `func`) and returns an exit code:
+0 nothing new found, 1 findings or a patch did not apply, 2 bad input (see DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import sys
+
+from patchbench import __version__
+from patchbench.errors import BadInput
+
+COMMANDS = ("series", "apply", "check", "lint", "run", "build", "boot", "results")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # usage errors follow the same one-line contract
+        raise BadInput(message)
+
+
+def _sigterm_as_interrupt(signum, frame):
+    # Cleanup code runs from `finally` blocks and KeyboardInterrupt handlers; SIGTERM takes that path too.
+    raise KeyboardInterrupt
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="patchbench", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"patchbench {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"patchbench.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"patchbench.commands.{name}":
+                raise
+            continue  # a stage not built yet
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    try:
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+    except BadInput as exc:
+        print(f"patchbench: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("patchbench: error: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
