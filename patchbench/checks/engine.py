@@ -1,0 +1,92 @@
+"""Run the rules on one file: discovery, suppression comments, findings in a stable order.
+
+A rule is a module in patchbench/checks/rules/ (found automatically) that defines
+
+    ID = "lock-imbalance"                 # the rule id from DESIGN.md
+    SEVERITY = "error"                    # "error" | "warning" | "note"
+    MESSAGE = "a lock taken here is not released on some return path"   # what it checks, one line
+    def check(model: FileModel) -> Iterable[Finding]: ...
+
+and keeps its tree-sitter queries in queries/<ID>.scm (load with `cparse.rule_query(ID)`).
+`finding(...)` below builds a Finding for it. Findings on a line carrying, or below a comment
+block carrying, `/* patchbench: allow(<rule>) <reason> */` are dropped here, not in the rules.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from functools import lru_cache
+from types import ModuleType
+
+import tree_sitter
+
+from patchbench.checks import rules as rules_package
+from patchbench.checks.finding import Finding
+from patchbench.checks.model import FileModel
+
+_ALLOW = re.compile(rb"patchbench:\s*allow\(([^)]*)\)")
+
+
+@lru_cache(maxsize=None)
+def rules() -> tuple[ModuleType, ...]:
+    """Every rule module, in id order."""
+    found = []
+    for info in pkgutil.iter_modules(rules_package.__path__):
+        module = importlib.import_module(f"{rules_package.__name__}.{info.name}")
+        if hasattr(module, "ID") and hasattr(module, "check"):
+            found.append(module)
+    return tuple(sorted(found, key=lambda m: m.ID))
+
+
+def rule(rule_id: str) -> ModuleType:
+    for module in rules():
+        if module.ID == rule_id:
+            return module
+    raise KeyError(rule_id)
+
+
+def finding(rule_module: ModuleType, model: FileModel, node: tree_sitter.Node | int, function: str,
+            message: str, severity: str | None = None) -> Finding:
+    """A Finding of rule_module at node (or a 1-based line) in function."""
+    line = node if isinstance(node, int) else node.start_point[0] + 1
+    return Finding(rule=rule_module.ID, severity=severity or rule_module.SEVERITY, file=model.path,
+                   line=line, function=function, message=message)
+
+
+def check_model(model: FileModel, rule_ids: set[str] | None = None) -> list[Finding]:
+    found: list[Finding] = []
+    for module in rules():
+        if rule_ids is None or module.ID in rule_ids:
+            found.extend(module.check(model))
+    lines = model.source.split(b"\n")
+    kept = {(f.rule, f.line, f.function, f.message): f for f in found
+            if not suppressed(lines, f.line, f.rule)}
+    return sorted(kept.values(), key=lambda f: (f.line, f.rule, f.message))
+
+
+def check_source(path: str, source: bytes, rule_ids: set[str] | None = None) -> list[Finding]:
+    """All findings of the rules (or of rule_ids) on one C file's text."""
+    return check_model(FileModel.build(path, source), rule_ids)
+
+
+def suppressed(lines: list[bytes], line: int, rule_id: str) -> bool:
+    """An allow() for rule_id on the line, or in the comment block directly above it."""
+    index = line - 1
+    if 0 <= index < len(lines) and _allows(lines[index], rule_id):
+        return True
+    index -= 1
+    while index >= 0:
+        text = lines[index].strip()
+        if _allows(text, rule_id):
+            return True
+        if not (text.startswith((b"/*", b"*", b"//")) or text.endswith(b"*/")):
+            return False
+        index -= 1
+    return False
+
+
+def _allows(text: bytes, rule_id: str) -> bool:
+    return any(rule_id.encode() in [r.strip() for r in match.group(1).split(b",")]
+               for match in _ALLOW.finditer(text))

@@ -1,0 +1,343 @@
+"""Path-sensitive walk of one function body, with an abstract state supplied by a rule.
+
+A state is any hashable value; rules use a frozenset of facts such as ("lock", "tun_file.tx_ring.consumer_lock").
+The walker keeps the SET of distinct states reaching each point (one per path class), follows
+if/else (including `if (spin_trylock(..))`, `if (!mutex_trylock(..))`, `&&`, `||`, `x == 0`),
+switch/case with fall-through, while/for/do loops (to a fixpoint), break/continue, goto and
+labels (forward and backward), return, and statement expressions; `#ifdef` blocks in a body are
+walked through their first branch.
+
+A rule describes its semantics with a `Transfer`:
+
+    class Held(flow.Transfer):
+        def call(self, state, call):             # effect of evaluating a call
+            if call.name == "spin_lock":
+                return state | {("lock", call.args[0])}
+            return state
+        def assume(self, state, call, truth):    # the call's value was tested: truth of "nonzero"
+            if call.name == "spin_trylock" and truth:
+                return state | {("lock", call.args[0])}
+            return state
+
+    result = flow.walk(function, Held(), entry=frozenset())
+    result.held_at(call)      # facts true on EVERY path reaching the call (intersection)
+    result.states_at(call)    # the distinct states reaching it
+    result.returns            # [(return node or the closing brace, state at that exit), ...]
+
+Calls are evaluated innermost first, left to right; `call()` runs for every call, then, when the
+call (or a variable it was just assigned to: `err = mutex_lock_interruptible(m); if (err)`) is
+tested by a condition, `assume()` refines the state of each branch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Hashable, Iterable
+
+import tree_sitter
+
+from patchbench.checks.model import CallSite, Function
+
+State = Hashable
+MAX_STATES = 128          # distinct states kept per program point; more paths are dropped
+LOOP_ROUNDS = 4           # a loop body is re-walked until its entry states stop changing, at most this often
+GOTO_ROUNDS = 3           # whole-body walks to settle backward gotos
+
+
+class Transfer:
+    """The semantics a rule gives to calls and tests. Override what you need."""
+
+    def call(self, state: State, call: CallSite) -> State:
+        return state
+
+    def assume(self, state: State, call: CallSite, truth: bool) -> State:
+        """State after a branch learnt that `call` returned nonzero (truth) or zero."""
+        return state
+
+    def assign(self, state: State, target: str, value: tree_sitter.Node, function: Function) -> State:
+        """`target = value` (declaration or assignment statement), after the calls in value."""
+        return state
+
+
+@dataclass
+class FlowResult:
+    function: Function
+    at_call: dict[CallSite, set] = field(default_factory=dict)
+    returns: list[tuple[tree_sitter.Node, State]] = field(default_factory=list)
+
+    def states_at(self, call: CallSite) -> set:
+        """The distinct states reaching the call (empty when it is unreachable)."""
+        return self.at_call.get(call, set())
+
+    def held_at(self, call: CallSite) -> frozenset:
+        """Facts present on every path reaching the call (frozenset states only)."""
+        return intersection(self.states_at(call))
+
+    def maybe_at(self, call: CallSite) -> frozenset:
+        """Facts present on some path reaching the call."""
+        return frozenset().union(*self.states_at(call))
+
+    def exit_states(self) -> set:
+        return {state for _, state in self.returns}
+
+
+def intersection(states: Iterable[frozenset]) -> frozenset:
+    states = list(states)
+    if not states:
+        return frozenset()
+    return frozenset.intersection(*states)
+
+
+_LOOPS = ("while_statement", "for_statement", "do_statement")
+_SKIPPED = ("comment", "type_definition", "struct_specifier", "enum_specifier", "union_specifier",
+            "preproc_def", "preproc_function_def", "preproc_call", "preproc_include", ";", "{", "}")
+
+
+def walk(function: Function, transfer: Transfer, entry: State = frozenset()) -> FlowResult:
+    """Walk the function's body from `entry`; see the module docstring."""
+    return _Walker(function, transfer).run(entry)
+
+
+class _Walker:
+    def __init__(self, function: Function, transfer: Transfer):
+        self.function = function
+        self.transfer = transfer
+        self.labels: dict[str, set] = {}
+        self.breaks: list[set] = []
+        self.continues: list[set] = []
+        self.tested: dict[str, CallSite] = {}   # variable -> the call whose result it holds
+        self.result = FlowResult(function)
+
+    def run(self, entry: State) -> FlowResult:
+        for _ in range(GOTO_ROUNDS):
+            before = {label: set(states) for label, states in self.labels.items()}
+            self.result = FlowResult(self.function)
+            end = self.statement(self.function.body, {entry})
+            closing = self.function.body.children[-1] if self.function.body.children else self.function.body
+            self.result.returns.extend((closing, state) for state in end)
+            if self.labels == before:
+                break
+        return self.result
+
+    # -- statements -------------------------------------------------------------------------
+    def statement(self, node: tree_sitter.Node, states: set) -> set:
+        kind = node.type
+        if len(states) > MAX_STATES:
+            states = set(list(states)[:MAX_STATES])
+        if kind in _SKIPPED:
+            return states
+        if kind in ("compound_statement", "translation_unit") or kind.startswith("preproc_if"):
+            for child in node.named_children:
+                if kind.startswith("preproc_if") and child.type in ("preproc_else", "preproc_elif",
+                                                                   "preproc_elifdef"):
+                    break
+                if child.type in ("identifier", "preproc_arg") and kind.startswith("preproc_if"):
+                    continue
+                states = self.statement(child, states)
+            return states
+        if kind == "expression_statement":
+            return self.expression(node, states)
+        if kind == "declaration":
+            return self.declaration(node, states)
+        if kind == "if_statement":
+            return self.if_statement(node, states)
+        if kind in _LOOPS:
+            return self.loop(node, states)
+        if kind == "switch_statement":
+            return self.switch(node, states)
+        if kind == "return_statement":
+            states = self.expression(node, states)
+            self.result.returns.extend((node, state) for state in states)
+            return set()
+        if kind == "break_statement":
+            if self.breaks:
+                self.breaks[-1] |= states
+            return set()
+        if kind == "continue_statement":
+            if self.continues:
+                self.continues[-1] |= states
+            return set()
+        if kind == "goto_statement":
+            label = node.child_by_field_name("label")
+            if label is not None:
+                self.labels.setdefault(self.text(label), set()).update(states)
+            return set()
+        if kind == "labeled_statement":
+            label = node.child_by_field_name("label")
+            states = states | self.labels.get(self.text(label), set()) if label is not None else states
+            for child in node.named_children[1:]:
+                states = self.statement(child, states)
+            return states
+        if kind in ("case_statement", "attributed_statement", "ERROR", "else_clause"):
+            for child in node.named_children:
+                if child.type.endswith("statement") or child.type in ("declaration", "ERROR"):
+                    states = self.statement(child, states)
+                else:
+                    states = self.expression(child, states)
+            return states
+        return self.expression(node, states)
+
+    def declaration(self, node: tree_sitter.Node, states: set) -> set:
+        states = self.expression(node, states, assignments=False)
+        for declarator in node.children_by_field_name("declarator"):
+            value = declarator.child_by_field_name("value")
+            target = declarator.child_by_field_name("declarator")
+            while target is not None and target.type != "identifier":
+                target = target.child_by_field_name("declarator")
+            if value is not None and target is not None:
+                states = self.assign(self.text(target), value, states)
+        return states
+
+    def if_statement(self, node: tree_sitter.Node, states: set) -> set:
+        taken, not_taken = self.condition(node.child_by_field_name("condition"), states)
+        out = self.statement(node.child_by_field_name("consequence"), taken)
+        alternative = node.child_by_field_name("alternative")
+        if alternative is not None:
+            return out | self.statement(alternative, not_taken)
+        return out | not_taken
+
+    def loop(self, node: tree_sitter.Node, states: set) -> set:
+        kind = node.type
+        if kind == "for_statement":
+            initializer = node.child_by_field_name("initializer")
+            if initializer is not None:
+                states = self.statement(initializer, states) if initializer.type == "declaration" \
+                    else self.expression(initializer, states)
+        condition = node.child_by_field_name("condition")
+        update = node.child_by_field_name("update")
+        body = node.child_by_field_name("body")
+        head = set(states)
+        out: set = set()
+        for _ in range(LOOP_ROUNDS):
+            if kind == "do_statement":
+                entering = head
+            else:
+                entering, leaving = self.condition(condition, head)
+                out |= leaving
+            self.breaks.append(set())
+            self.continues.append(set())
+            after = self.statement(body, entering) if body is not None else entering
+            out |= self.breaks.pop()
+            after |= self.continues.pop()
+            if update is not None:
+                after = self.expression(update, after)
+            if kind == "do_statement":
+                after, leaving = self.condition(condition, after)
+                out |= leaving
+            if after <= head:
+                break
+            head |= after
+        return out
+
+    def switch(self, node: tree_sitter.Node, states: set) -> set:
+        states = self.expression(node.child_by_field_name("condition"), states)
+        body = node.child_by_field_name("body")
+        self.breaks.append(set())
+        falling: set = set()
+        has_default = False
+        for case in body.named_children if body is not None else []:
+            if case.type == "case_statement":
+                has_default |= case.child_by_field_name("value") is None
+                falling = self.statement(case, falling | states)
+            else:
+                falling = self.statement(case, falling)
+        out = self.breaks.pop() | falling
+        return out if has_default else out | states
+
+    # -- expressions ------------------------------------------------------------------------
+    def expression(self, node: tree_sitter.Node | None, states: set, assignments: bool = True) -> set:
+        if node is None:
+            return states
+        for call in self.function.calls_within(node):
+            states = self.call(call, states)
+        if assignments:
+            for assignment in self.assignments(node):
+                left = assignment.child_by_field_name("left")
+                states = self.assign(self.text(left), assignment.child_by_field_name("right"), states)
+        return states
+
+    def assignments(self, node: tree_sitter.Node) -> list[tree_sitter.Node]:
+        """Plain `x = value` at the top of an expression statement (or a comma list of them)."""
+        found = []
+        pending = [node]
+        while pending:
+            current = pending.pop()
+            if current.type in ("expression_statement", "parenthesized_expression", "comma_expression"):
+                pending.extend(current.named_children)
+            elif current.type == "assignment_expression" and \
+                    current.child_by_field_name("left").type == "identifier":
+                found.append(current)
+        return found
+
+    def call(self, call: CallSite, states: set) -> set:
+        seen = self.result.at_call.setdefault(call, set())
+        seen |= states
+        return {self.transfer.call(state, call) for state in states}
+
+    def assign(self, target: str, value: tree_sitter.Node | None, states: set) -> set:
+        if value is None:
+            return states
+        inner = _unwrap(value)
+        if inner.type == "call_expression":
+            calls = self.function.calls_within(inner)
+            if calls and calls[-1].node == inner:
+                self.tested[target] = calls[-1]
+        else:
+            self.tested.pop(target, None)
+        return {self.transfer.assign(state, target, value, self.function) for state in states}
+
+    def condition(self, node: tree_sitter.Node | None, states: set) -> tuple[set, set]:
+        """(states where the condition is true, states where it is false)."""
+        if node is None:
+            return states, set()
+        node = _unwrap(node)
+        kind = node.type
+        if kind == "unary_expression" and self.operator(node) == "!":
+            taken, not_taken = self.condition(node.child_by_field_name("argument"), states)
+            return not_taken, taken
+        if kind == "binary_expression":
+            operator = self.operator(node)
+            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+            if operator == "&&":
+                left_true, left_false = self.condition(left, states)
+                right_true, right_false = self.condition(right, left_true)
+                return right_true, left_false | right_false
+            if operator == "||":
+                left_true, left_false = self.condition(left, states)
+                right_true, right_false = self.condition(right, left_false)
+                return left_true | right_true, right_false
+            if operator in ("==", "!=", "<") and self.text(right).strip() in ("0", "NULL", "false"):
+                taken, not_taken = self.condition(left, states)
+                return (not_taken, taken) if operator == "==" else (taken, not_taken)
+        if kind == "number_literal" or (kind == "true" or kind == "false"):
+            value = self.text(node).strip() not in ("0", "false")
+            return (states, set()) if value else (set(), states)
+        tested = None
+        if kind == "assignment_expression" and self.operator(node) == "=":
+            states = self.expression(node, states)
+            tested = self.tested.get(self.text(node.child_by_field_name("left")))
+        elif kind == "call_expression":
+            states = self.expression(node, states)
+            calls = self.function.calls_within(node)
+            tested = calls[-1] if calls and calls[-1].node == node else None
+        elif kind == "identifier":
+            tested = self.tested.get(self.text(node))
+        else:
+            states = self.expression(node, states)
+        if tested is None:
+            return states, states
+        return ({self.transfer.assume(state, tested, True) for state in states},
+                {self.transfer.assume(state, tested, False) for state in states})
+
+    def operator(self, node: tree_sitter.Node) -> str:
+        operator = node.child_by_field_name("operator")
+        return operator.type if operator is not None else ""
+
+    def text(self, node: tree_sitter.Node) -> str:
+        return node.text.decode("utf-8", "replace") if node.text is not None else ""
+
+
+def _unwrap(node: tree_sitter.Node) -> tree_sitter.Node:
+    while node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    return node

@@ -1,0 +1,348 @@
+"""The file model: what rules need to know about one C file, read once from its tree.
+
+`FileModel.build(path, source)` parses the file (see cparse) and collects
+
+- `functions`: every function definition (`Function`: name, node, body, lines, preceding comment,
+  annotations such as `__must_hold(&x->lock)`, parameter/local types, local aliases, call sites);
+  Locals assigned exactly once from an access path are aliases (`ring = &q->ring`).
+- `calls` per function: `CallSite` (callee text, argument texts, node, line), in evaluation order;
+- `registrations`: how functions are reached through pointers: struct initialisers
+  (`.ndo_start_xmit = tun_net_xmit` gives "ndo_start_xmit") and registration calls
+  (`netif_napi_add` -> "napi_poll", `netdev_rx_handler_register` -> "rx_handler", `timer_setup` ->
+  "timer", `INIT_WORK`/`INIT_DELAYED_WORK` -> "work", `x.function = fn` -> "hrtimer", ...);
+- `address_taken`: functions whose name is used other than as a callee (unknown callers);
+- `callers`: the intra-file call graph, callee name -> call sites that call it.
+
+Access paths: `FileModel.canonical(function, expr)` turns `&q->ring`, `q->ring`, `(&q->ring)` and a
+local `ring` assigned `&q->ring` into one key. The root variable is replaced by its struct type when
+known, so the key is type-based and survives renames across functions: `&tfile->tx_ring` with
+`struct tun_file *tfile` gives "tun_file.tx_ring"; array indexes are dropped (`rings[i]` -> `rings[]`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, field
+
+import tree_sitter
+
+from patchbench.checks import cparse
+
+_CALLS = cparse.query(
+    "(call_expression function: (_) @callee arguments: (argument_list) @args) @call")
+_DECLS = cparse.query("""
+[(parameter_declaration type: (_) @type declarator: (_) @decl)
+ (declaration type: (_) @type declarator: (_) @decl)]
+""")
+_ASSIGNMENTS = cparse.query("""
+[(assignment_expression left: (identifier) @target operator: "=" right: (_) @value)
+ (init_declarator declarator: (identifier) @target value: (_) @value)
+ (init_declarator declarator: (pointer_declarator declarator: (identifier) @target) value: (_) @value)]
+""")
+_INITIALISER_FIELDS = cparse.query("""
+(initializer_pair designator: (field_designator (field_identifier) @field)
+                  value: [(identifier) @fn (pointer_expression argument: (identifier) @fn)])
+""")
+_FIELD_ASSIGNMENTS = cparse.query("""
+(assignment_expression left: (field_expression field: (field_identifier) @field)
+                       right: (identifier) @fn)
+""")
+
+# Registration calls: callee -> (argument index of the function, registration kind).
+REGISTRATION_CALLS = {
+    "netif_napi_add": (2, "napi_poll"),
+    "netif_napi_add_weight": (2, "napi_poll"),
+    "netif_napi_add_tx": (2, "napi_poll"),
+    "netif_napi_add_tx_weight": (2, "napi_poll"),
+    "netif_tx_napi_add": (2, "napi_poll"),
+    "netdev_rx_handler_register": (1, "rx_handler"),
+    "timer_setup": (1, "timer"),
+    "INIT_WORK": (1, "work"),
+    "INIT_DELAYED_WORK": (1, "work"),
+    "INIT_RCU_WORK": (1, "work"),
+    "tasklet_setup": (1, "tasklet"),
+    "tasklet_init": (1, "tasklet"),
+    "kthread_run": (0, "kthread"),
+    "kthread_create": (0, "kthread"),
+    "call_rcu": (1, "rcu_callback"),
+    "register_netdevice_notifier": (0, "notifier"),
+}
+# Field assignments that register a callback (`t->timer.function = fn`).
+REGISTRATION_FIELDS = {"function": "hrtimer"}
+
+# Values that make a local an alias: `&q->ring`, `q->rings[i]`, `other` (no calls, no arithmetic).
+_ACCESS_PATH = re.compile(r"^&?\(?[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*|\[[^\]]*\])*\)?$")
+_ANNOTATION = re.compile(r"\b(__must_hold|__acquires|__releases)\s*\(")
+_SPACE = re.compile(r"\s+")
+_INDEX = re.compile(r"\[[^\]]*\]")
+
+
+def squeeze(text: str) -> str:
+    """Text with all whitespace removed: the form argument texts and keys are compared in."""
+    return _SPACE.sub("", text)
+
+
+@dataclass(eq=False)
+class CallSite:
+    """One call. Hashable by identity, so it can key per-call results."""
+    name: str                      # callee text without spaces: "spin_lock", "ops->xmit", "guard(spinlock)"
+    args: list[str]                # argument texts (original source), whitespace removed
+    node: tree_sitter.Node         # the call_expression
+    line: int                      # 1-based
+    function: str                  # enclosing function name
+
+    @property
+    def start(self) -> int:
+        return self.node.start_byte
+
+    @property
+    def end(self) -> int:
+        return self.node.end_byte
+
+
+@dataclass(eq=False)
+class Function:
+    name: str
+    node: tree_sitter.Node         # function_definition
+    body: tree_sitter.Node         # compound_statement
+    start_line: int                # 1-based, first line of the definition
+    end_line: int
+    is_static: bool
+    comment: str                   # the comment block right above the definition ("" if none)
+    body_comment: str              # the first comment inside the body ("" if none)
+    annotations: list[tuple[str, str]] = field(default_factory=list)  # ("__must_hold", "&q->lock")
+    types: dict[str, str] = field(default_factory=dict)      # variable -> struct/typedef name
+    aliases: dict[str, str] = field(default_factory=dict)    # local -> squeezed value assigned once
+    calls: list[CallSite] = field(default_factory=list)      # in evaluation order (by end byte)
+
+    def calls_within(self, node: tree_sitter.Node) -> list[CallSite]:
+        """Call sites inside node (itself included if it is a call), innermost first."""
+        starts = self._starts
+        lo = bisect.bisect_left(starts, node.start_byte)
+        hi = bisect.bisect_left(starts, node.end_byte)
+        inside = [c for c in self._by_start[lo:hi] if c.end <= node.end_byte]
+        inside.sort(key=lambda c: (c.end, -c.start))
+        return inside
+
+    def _index(self) -> None:
+        self._by_start = sorted(self.calls, key=lambda c: c.start)
+        self._starts = [c.start for c in self._by_start]
+
+
+@dataclass
+class FileModel:
+    path: str
+    source: bytes
+    tree: tree_sitter.Tree
+    functions: dict[str, Function]
+    registrations: dict[str, set[str]]     # function name -> registration kinds
+    address_taken: set[str]
+    callers: dict[str, list[CallSite]]     # in-file callee name -> its call sites
+
+    @classmethod
+    def build(cls, path: str, source: bytes) -> "FileModel":
+        tree = cparse.parse(source)
+        functions = _functions(source, tree.root_node)
+        ordered = sorted(functions.values(), key=lambda f: f.node.start_byte)
+        starts = [f.node.start_byte for f in ordered]
+        registrations: dict[str, set[str]] = {}
+        callers: dict[str, list[CallSite]] = {}
+        for found in cparse.matches(_CALLS, tree.root_node):
+            call_node = found["call"][0]
+            at = bisect.bisect_right(starts, call_node.start_byte) - 1
+            if at < 0 or call_node.end_byte > ordered[at].node.end_byte:
+                owner = None
+            else:
+                owner = ordered[at]
+            args = [squeeze(cparse.node_text(source, a)) for a in found["args"][0].named_children
+                    if a.type != "comment"]
+            call = CallSite(squeeze(cparse.node_text(source, found["callee"][0])), args, call_node,
+                            call_node.start_point[0] + 1, owner.name if owner else "")
+            registered = REGISTRATION_CALLS.get(call.name)
+            if registered and len(args) > registered[0]:
+                registrations.setdefault(args[registered[0]].lstrip("&"), set()).add(registered[1])
+            if owner is not None:
+                owner.calls.append(call)
+                if call.name in functions:
+                    callers.setdefault(call.name, []).append(call)
+        for found in cparse.matches(_INITIALISER_FIELDS, tree.root_node):
+            name = cparse.node_text(source, found["fn"][0])
+            registrations.setdefault(name, set()).add(cparse.node_text(source, found["field"][0]))
+        for found in cparse.matches(_FIELD_ASSIGNMENTS, tree.root_node):
+            kind = REGISTRATION_FIELDS.get(cparse.node_text(source, found["field"][0]))
+            if kind:
+                registrations.setdefault(cparse.node_text(source, found["fn"][0]), set()).add(kind)
+        for function in functions.values():
+            function.calls.sort(key=lambda c: (c.end, -c.start))
+            function._index()
+        model = cls(path, source, tree, functions, registrations, set(), callers)
+        model.address_taken = _address_taken(model)
+        return model
+
+    def function_at(self, line: int) -> Function | None:
+        for function in self.functions.values():
+            if function.start_line <= line <= function.end_line:
+                return function
+        return None
+
+    def text(self, node: tree_sitter.Node) -> str:
+        return cparse.node_text(self.source, node)
+
+    def has_unknown_callers(self, name: str) -> bool:
+        """True when callers outside this file's call graph may exist (pointers, other files)."""
+        function = self.functions.get(name)
+        return (function is None or not function.is_static or name in self.address_taken
+                or name in self.registrations)
+
+    def canonical(self, function: Function | None, expr: str) -> str:
+        """One key for an access path: `&q->ring`, `q->ring`, `ring` (= &q->ring) -> "queue.ring"."""
+        key = squeeze(expr)
+        for _ in range(4):  # resolve chains of aliases (a = &b->c; d = a;)
+            key = _strip_outer(key)
+            root, rest = _split_root(key)
+            if function is None or root not in function.aliases or function.aliases[root] == key:
+                break
+            key = function.aliases[root] + rest
+        key = _INDEX.sub("[]", key.replace("->", "."))
+        root, rest = _split_root(key)
+        if function is not None and root in function.types:
+            key = function.types[root] + rest
+        return key
+
+
+def _strip_outer(key: str) -> str:
+    while True:
+        if key.startswith("&"):
+            key = key[1:]
+        elif key.startswith("(") and key.endswith(")") and _balanced(key[1:-1]):
+            key = key[1:-1]
+        else:
+            return key
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for char in text:
+        depth += char == "("
+        depth -= char == ")"
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+_ROOT = re.compile(r"[A-Za-z_]\w*")
+
+
+def _split_root(key: str) -> tuple[str, str]:
+    match = _ROOT.match(key)
+    if not match:
+        return "", key
+    return match.group(), key[match.end():]
+
+
+def _declared_name(node: tree_sitter.Node, source: bytes) -> str | None:
+    while node is not None and node.type != "identifier":
+        inner = node.child_by_field_name("declarator")
+        if inner is None:
+            return None
+        node = inner
+    return cparse.node_text(source, node) if node is not None else None
+
+
+def _type_name(node: tree_sitter.Node, source: bytes) -> str:
+    if node.type in ("struct_specifier", "union_specifier"):
+        name = node.child_by_field_name("name")
+        return cparse.node_text(source, name) if name is not None else ""
+    return cparse.node_text(source, node)
+
+
+def _functions(source: bytes, root: tree_sitter.Node) -> dict[str, Function]:
+    functions: dict[str, Function] = {}
+    for node in root.children:
+        candidates = [node]
+        if node.type.startswith("preproc_"):  # definitions inside #ifdef blocks
+            candidates = [c for c in node.named_children if c.type == "function_definition"]
+        for candidate in candidates:
+            if candidate.type == "function_definition":
+                function = _function(source, candidate)
+                if function is not None:
+                    functions[function.name] = function
+    return functions
+
+
+def _function(source: bytes, node: tree_sitter.Node) -> Function | None:
+    body = node.child_by_field_name("body")
+    declarator = node.child_by_field_name("declarator")
+    if body is None or declarator is None:
+        return None
+    name = _declared_name(declarator, source)
+    if not name:
+        return None
+    header = source[node.start_byte:body.start_byte].decode("utf-8", "replace")
+    function = Function(
+        name=name, node=node, body=body,
+        start_line=node.start_point[0] + 1, end_line=node.end_point[0] + 1,
+        is_static=bool(re.match(r"\s*static\b", header)),
+        comment=_comment_above(source, node), body_comment=_first_body_comment(source, body),
+        annotations=_annotations(header))
+    for found in cparse.matches(_DECLS, node):
+        variable = _declared_name(found["decl"][0], source)
+        if variable:
+            function.types[variable] = _type_name(found["type"][0], source)
+    assigned: dict[str, set[str]] = {}
+    for found in cparse.matches(_ASSIGNMENTS, body):
+        target = cparse.node_text(source, found["target"][0])
+        assigned.setdefault(target, set()).add(squeeze(cparse.node_text(source, found["value"][0])))
+    function.aliases = {name: next(iter(values)) for name, values in assigned.items()
+                        if len(values) == 1 and _ACCESS_PATH.match(next(iter(values)))}
+    return function
+
+
+def _annotations(header: str) -> list[tuple[str, str]]:
+    found = []
+    for match in _ANNOTATION.finditer(header):
+        depth, i = 1, match.end()
+        while i < len(header) and depth:
+            depth += header[i] == "("
+            depth -= header[i] == ")"
+            i += 1
+        found.append((match.group(1), squeeze(header[match.end():i - 1])))
+    return found
+
+
+def _comment_above(source: bytes, node: tree_sitter.Node) -> str:
+    texts = []
+    sibling = node.prev_sibling
+    line = node.start_point[0]
+    while sibling is not None and sibling.type == "comment" and sibling.end_point[0] >= line - 1:
+        texts.append(cparse.node_text(source, sibling))
+        line = sibling.start_point[0]
+        sibling = sibling.prev_sibling
+    return "\n".join(reversed(texts))
+
+
+def _first_body_comment(source: bytes, body: tree_sitter.Node) -> str:
+    for child in body.named_children[:3]:
+        if child.type == "comment":
+            return cparse.node_text(source, child)
+    return ""
+
+
+def _address_taken(model: FileModel) -> set[str]:
+    """Functions named somewhere other than a callee position or their own declarator."""
+    names = [n for n in model.functions if n]
+    if not names:
+        return set()
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b(?!\s*\()")
+    taken = set()
+    text = model.source.decode("latin-1")
+    root = model.tree.root_node
+    for match in pattern.finditer(text):
+        name = match.group(1)
+        if name in taken:
+            continue
+        node = root.descendant_for_byte_range(match.start(), match.end())
+        if node is not None and node.type == "identifier":
+            taken.add(name)
+    return taken
