@@ -1,0 +1,81 @@
+"""`patchbench series SOURCE`: show the series found in a mailbox, maildir, message or directory."""
+
+from __future__ import annotations
+
+import json
+
+from patchbench.series import Series, find_series, select_series
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("series", help="show the series found in SOURCE")
+    parser.add_argument("source", metavar="SOURCE", help='mbox, maildir, message, directory of *.patch, .gz, or "-"')
+    parser.add_argument("--json", action="store_true", help="print the series as JSON")
+    parser.add_argument("--all-versions", action="store_true", help="show every version found, not just one")
+    parser.add_argument("--version", type=int, metavar="N", help="pick version N instead of the newest")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    topics = find_series(args.source)
+    selected = select_series(topics, args.version, args.source)
+    shown = [s for topic in topics for s in topic] if args.all_versions else [selected]
+    if args.json:
+        documents = [series_json(s) for s in shown]
+        print(json.dumps(documents if args.all_versions else documents[0], indent=2))
+    else:
+        print("\n\n".join(summary(s) for s in shown))
+    return 0
+
+
+def series_json(series: Series) -> dict:
+    return {
+        "version": series.version,
+        "total": series.total,
+        "tree": series.tree,
+        "subject_prefix": series.subject_prefix,
+        "title": series.title,
+        "cover": {"subject": series.cover.subject, "message_id": series.cover.message_id,
+                  "trailers": series.cover.trailers} if series.cover else None,
+        "patches": [
+            {
+                "index": p.index,
+                "subject": p.subject,
+                "message_id": p.message_id,
+                "author": p.author,
+                "date": p.date.isoformat() if p.date else None,
+                "version": p.version,
+                "trailers": p.trailers,
+                "files": [f.path for f in p.files],
+                "changes": [{"path": f.path, "old_path": f.old_path, "status": f.status,
+                             "added": f.added, "removed": f.removed, "binary": f.binary} for f in p.files],
+            }
+            for p in series.patches
+        ],
+        "missing": series.missing,
+        "base_commit": series.base_commit,
+        "prerequisite_patch_ids": series.prerequisite_patch_ids,
+        "change_id": series.change_id,
+        "other_versions": series.other_versions,
+    }
+
+
+def summary(series: Series) -> str:
+    lines = [f"[{series.subject_prefix} v{series.version}] {series.title}",
+             f"  tree: {series.tree or '(none given)'}   patches: {len(series.patches)} of {series.total}"]
+    if series.missing:
+        lines.append(f"  missing: {', '.join(str(i) for i in series.missing)}")
+    if series.other_versions:
+        lines.append(f"  other versions: {', '.join(f'v{v}' for v in series.other_versions)}")
+    if series.cover:
+        lines.append(f"  cover: {series.cover.subject}")
+    for patch in series.patches:
+        lines.append(f"  {patch.index:>2}/{series.total} {patch.subject}  ({patch.author})")
+        for trailer in patch.trailers:
+            if not trailer.lower().startswith("signed-off-by"):
+                lines.append(f"        {trailer}")
+    if series.base_commit:
+        lines.append(f"  base: {series.base_commit}")
+    for prerequisite in series.prerequisite_patch_ids:
+        lines.append(f"  prerequisite-patch-id: {prerequisite}")
+    return "\n".join(lines)

@@ -1,0 +1,16 @@
+"""Stage 1: read a mail source into decoded `Mail` objects, one at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from patchbench.mail.decode import Mail, decode_mail
+from patchbench.mail.sources import iter_raw_messages
+
+__all__ = ["Mail", "decode_mail", "read_mails"]
+
+
+def read_mails(source: str) -> Iterator[Mail]:
+    """Decode every message of `source` (a path or "-"), streaming; raises BadInput if unreadable."""
+    for position, raw in enumerate(iter_raw_messages(source)):
+        yield decode_mail(raw, position)

@@ -1,0 +1,173 @@
+"""Read the text of a mail: in-body headers, commit message vs diff, trailers, base information."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_TRAILER = re.compile(r"^([A-Za-z][A-Za-z0-9-]*[A-Za-z0-9]):[ \t]+(\S.*?)\s*$")
+_REPLY_TRAILER_KEY = re.compile(r"^([a-z0-9-]+-by|fixes|closes|link)$", re.IGNORECASE)
+_EMAIL = re.compile(r"<[^<>@\s]+@[^<>\s]+>")
+_INBODY_HEADER = re.compile(r"^(From|Subject|Date):\s*(.*)$", re.IGNORECASE)
+_FORWARDED_FROM = re.compile(r"^>?From [0-9a-f]{40} ")
+_HUNK = re.compile(r"^@@+ -\d")
+_GIT_EXTENDED = re.compile(
+    r"^(old mode|new mode|deleted file mode|new file mode|rename from|rename to|copy from|copy to"
+    r"|similarity index|dissimilarity index|index [0-9a-f]+\.\.|GIT binary patch|Binary files )"
+)
+_BASE_COMMIT = re.compile(r"^base-commit:\s*([0-9a-f]{7,64})\s*$", re.MULTILINE)
+_PREREQ_PATCH = re.compile(r"^prerequisite-patch-id:\s*([0-9a-f]{7,64})\s*$", re.MULTILINE)
+_CHANGE_ID = re.compile(r"^change-id:\s*(\S+)\s*$", re.MULTILINE)
+
+
+@dataclass
+class InBody:
+    """`From:`/`Subject:`/`Date:` lines at the top of a body override the mail headers (git am)."""
+
+    author: str | None = None
+    subject: str | None = None
+    date: str | None = None
+
+
+@dataclass
+class PatchText:
+    message: str                   # commit message: everything above the `---` (or the diff)
+    diff: str                      # from the first diff header to the end; "" for no diff
+    inbody: InBody = field(default_factory=InBody)
+
+
+def split_patch(text: str) -> PatchText:
+    lines = text.splitlines(keepends=True)
+    inbody, start = _inbody_headers(lines)
+    lines = lines[start:]
+    message_end = next((i for i, line in enumerate(lines) if _is_patch_break(line)), len(lines))
+    diff_start = _diff_start(lines, message_end)
+    if diff_start is None:
+        return PatchText(message="".join(lines[:message_end]).strip("\n") + "\n", diff="", inbody=inbody)
+    message_end = min(message_end, diff_start)
+    return PatchText(
+        message="".join(lines[:message_end]).strip("\n") + "\n",
+        diff="".join(lines[diff_start:]),
+        inbody=inbody,
+    )
+
+
+def _inbody_headers(lines: list[str]) -> tuple[InBody, int]:
+    position = 0
+    while position < len(lines) and not lines[position].strip():
+        position += 1
+    if position < len(lines) and _FORWARDED_FROM.match(lines[position]):
+        position += 1
+    found: dict[str, str] = {}
+    while position < len(lines):
+        header = _INBODY_HEADER.match(lines[position].rstrip("\n"))
+        if not header:
+            break
+        value = header.group(2)
+        position += 1
+        while position < len(lines) and lines[position][:1] in (" ", "\t") and lines[position].strip():
+            value += " " + lines[position].strip()
+            position += 1
+        found.setdefault(header.group(1).lower(), value.strip())
+    if not found:
+        return InBody(), 0
+    return InBody(found.get("from"), found.get("subject"), found.get("date")), position
+
+
+def _is_patch_break(line: str) -> bool:
+    """git mailinfo's rule: `diff -`, `Index: `, `--- <name>`, or a `---` of its own."""
+    if line.startswith(("diff -", "Index: ")):
+        return True
+    if line.startswith("---"):
+        rest = line[3:].rstrip("\n")
+        return not rest.strip() or (rest[:1] == " " and not rest[1:2].isspace() and rest[1:2] != "")
+    return False
+
+
+def _diff_start(lines: list[str], search_from: int) -> int | None:
+    """Index of the first diff header line at or after `search_from`, if a real diff follows."""
+    for i in range(search_from, len(lines)):
+        line = lines[i]
+        if line.startswith("diff -") or line.startswith("Index: "):
+            if _diff_body_follows(lines, i + 1):
+                return i
+        elif line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
+            if i + 2 < len(lines) and _HUNK.match(lines[i + 2]):
+                return i
+    return None
+
+
+def _diff_body_follows(lines: list[str], start: int) -> bool:
+    for line in lines[start:start + 8]:
+        if _HUNK.match(line) or _GIT_EXTENDED.match(line):
+            return True
+        if line.startswith("--- ") or line.startswith("+++ ") or line.startswith("====="):
+            continue
+        if not line.startswith("diff "):
+            return False
+    return False
+
+
+def message_trailers(message: str) -> list[str]:
+    """Trailers of a commit message: its last paragraph, when that paragraph is made of trailers.
+
+    Lines in `[...]` or starting with `#` are annotations and skipped; other lines continue the trailer
+    above them (a wrapped Signed-off-by is joined).
+    """
+    paragraphs = [p for p in re.split(r"\n[ \t]*\n", message.strip("\n")) if p.strip()]
+    if not paragraphs:
+        return []
+    trailers: list[str] = []
+    for line in paragraphs[-1].splitlines():
+        stripped = line.strip()
+        match = _TRAILER.match(line)
+        if match and not line[:1].isspace():
+            trailers.append(f"{match.group(1)}: {match.group(2)}")
+        elif stripped.startswith(("[", "#")) or not stripped:
+            continue
+        elif trailers:
+            trailers[-1] = f"{trailers[-1]} {stripped}"
+        else:
+            return []  # prose, not a trailer block
+    return trailers
+
+
+def reply_trailers(text: str) -> list[str]:
+    """Trailers a reviewer gave in a reply: unquoted `*-by:` (with an address), Fixes, Closes, Link."""
+    found = []
+    for line in text.splitlines():
+        if line.rstrip() == "--" or line == "-- ":
+            break  # signature
+        match = _TRAILER.match(line.strip()) if not line.lstrip().startswith(">") else None
+        if not match or not _REPLY_TRAILER_KEY.match(match.group(1)):
+            continue
+        if match.group(1).lower().endswith("-by") and not _EMAIL.search(match.group(2)):
+            continue
+        found.append(f"{match.group(1)}: {_clean_html_junk(match.group(2))}")
+    return found
+
+
+def _clean_html_junk(value: str) -> str:
+    """`Name <a@b<mailto:a@b>>` as some mail clients mangle it, back to `Name <a@b>`."""
+    return re.sub(r"<([^<>\s]+)<mailto:\1>>", r"<\1>", value)
+
+
+@dataclass
+class BaseInfo:
+    base_commit: str | None = None
+    prerequisite_patch_ids: list[str] = field(default_factory=list)
+    change_id: str | None = None
+
+
+def base_info(texts: list[str]) -> BaseInfo:
+    """base-commit / prerequisite-patch-id / change-id lines, first seen wins (cover letter first)."""
+    info = BaseInfo()
+    for text in texts:
+        if info.base_commit is None and (match := _BASE_COMMIT.search(text)):
+            info.base_commit = match.group(1)
+        if info.change_id is None and (match := _CHANGE_ID.search(text)):
+            info.change_id = match.group(1)
+        for prereq in _PREREQ_PATCH.findall(text):
+            if prereq not in info.prerequisite_patch_ids:
+                info.prerequisite_patch_ids.append(prereq)
+    return info

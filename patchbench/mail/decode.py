@@ -1,0 +1,209 @@
+"""Bytes in, text out: decode one raw message into a `Mail`, whatever its encodings; never raise.
+
+Handles quoted-printable, base64, 8bit, CRLF line ends, folded headers, RFC 2047 encoded words in
+any charset, raw 8-bit headers, bogus charsets and invalid bytes (replaced, never fatal).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import codecs
+import quopri
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from email import message_from_bytes
+from email.message import Message
+from email.policy import compat32
+from email.utils import parseaddr, parsedate_to_datetime
+
+
+@dataclass
+class Mail:
+    """One decoded message; `text` is the readable body (text parts and patch attachments)."""
+
+    position: int                  # order in the source, from 0
+    message_id: str                # without angle brackets; "" when the mail has none
+    in_reply_to: str | None
+    references: list[str]
+    subject: str
+    from_name: str
+    from_email: str
+    date: datetime | None
+    text: str
+    headers: dict[str, str] = field(default_factory=dict)   # other decoded headers, lower-case names
+
+    @property
+    def key(self) -> str:
+        """Identity used for threading: the Message-Id, or the position when there is none."""
+        return self.message_id or f"#{self.position}"
+
+    @property
+    def sender(self) -> str:
+        return format_person(self.from_name, self.from_email)
+
+
+_ENCODED_WORD = re.compile(r"=\?([^?\s]+)\?([QqBb])\?([^?]*)\?=")
+_BETWEEN_ENCODED_WORDS = re.compile(r"(\?=)\s+(?==\?)")
+_FOLD = re.compile(r"\r?\n(?=[ \t])")
+_MSGID = re.compile(r"<([^<>\s]+)>")
+_KEPT_HEADERS = ("to", "cc", "list-id", "x-mailing-list")
+_SKIPPED_TYPES = ("application/pgp-signature", "application/pkcs7-signature", "text/html")
+_PATCH_LIKE = re.compile(r"^(diff -|Index: |--- \S|Signed-off-by:)", re.MULTILINE)
+
+
+def decode_mail(raw: bytes, position: int = 0) -> Mail:
+    raw = unify_line_ends(raw)
+    message = message_from_bytes(raw, policy=compat32)
+    headers: dict[str, list[str]] = {}
+    for name, value in message.raw_items():
+        headers.setdefault(name.lower(), []).append(_header_text(value))
+    first = {name: values[0] for name, values in headers.items()}
+    from_name, from_email = parse_person(first.get("from", ""))
+    refs = [ref for value in headers.get("references", []) for ref in _MSGID.findall(value)]
+    in_reply_to = next((ref for value in headers.get("in-reply-to", []) for ref in _MSGID.findall(value)), None)
+    return Mail(
+        position=position,
+        message_id=_message_id(first.get("message-id", "")),
+        in_reply_to=in_reply_to,
+        references=refs,
+        subject=decode_words(_collapse(first.get("subject", ""))),
+        from_name=from_name,
+        from_email=from_email,
+        date=parse_date(first.get("date", "")),
+        text=unify_line_ends(_body_text(message)),
+        headers={name: decode_words(_collapse(first[name])) for name in _KEPT_HEADERS if name in first},
+    )
+
+
+def unify_line_ends(data):
+    """CRLF to LF, but only when every line ends in CRLF (a CR inside a line may be content)."""
+    crlf, lf = ("\r\n", "\n") if isinstance(data, str) else (b"\r\n", b"\n")
+    count = data.count(lf)
+    if count and data.count(crlf) == count:
+        return data.replace(crlf, lf)
+    return data
+
+
+def parse_person(value: str) -> tuple[str, str]:
+    """Name and address of a From-like header (unfolded, still RFC 2047 encoded)."""
+    value = _collapse(value)
+    try:
+        name, address = parseaddr(value)
+    except Exception:  # parseaddr trips on some pathological inputs; the raw text is still useful
+        name, address = "", ""
+    if not address and "@" not in value:
+        name = name or value
+    return decode_words(name).strip().strip('"').strip(), address.strip()
+
+
+def format_person(name: str, email: str) -> str:
+    if name and email:
+        return f"{name} <{email}>"
+    return name or (f"<{email}>" if email else "")
+
+
+def parse_date(value: str) -> datetime | None:
+    if not value.strip():
+        return None
+    try:
+        return parsedate_to_datetime(_collapse(value))
+    except Exception:  # malformed dates raise ValueError, TypeError, OverflowError or OSError
+        return None
+
+
+def decode_words(text: str) -> str:
+    """Decode RFC 2047 encoded words; whitespace between two encoded words is dropped."""
+    if "=?" not in text:
+        return text
+    return _ENCODED_WORD.sub(_decode_word, _BETWEEN_ENCODED_WORDS.sub(r"\1", text))
+
+
+def _decode_word(match: re.Match) -> str:
+    charset, encoding, payload = match.group(1).split("*")[0], match.group(2).upper(), match.group(3)
+    try:
+        if encoding == "Q":
+            data = quopri.decodestring(payload.replace("_", " ").encode("ascii", "replace"), header=True)
+        else:
+            data = base64.b64decode(payload + "=" * (-len(payload) % 4))
+    except (binascii.Error, ValueError):
+        return match.group(0)
+    return decode_bytes(data, charset)
+
+
+def decode_bytes(data: bytes, charset: str | None) -> str:
+    """Decode with the declared charset if Python knows it as a text codec, else UTF-8; never raise."""
+    if charset:
+        try:
+            if codecs.lookup(charset)._is_text_encoding:
+                return data.decode(charset, errors="replace")
+        except (LookupError, UnicodeError, TypeError, ValueError):
+            pass
+    return data.decode("utf-8", errors="replace")
+
+
+def _header_text(value) -> str:
+    if not isinstance(value, str):
+        value = str(value)
+    # BytesParser keeps raw 8-bit header bytes as surrogates; those are nearly always UTF-8
+    raw = value.encode("ascii", "surrogateescape") if _has_surrogates(value) else None
+    text = raw.decode("utf-8", errors="replace") if raw is not None else value
+    return _FOLD.sub("", text)
+
+
+def _has_surrogates(value: str) -> bool:
+    return any("\udc80" <= char <= "\udcff" for char in value)
+
+
+def _collapse(value: str) -> str:
+    return " ".join(value.split())
+
+
+def _message_id(value: str) -> str:
+    match = _MSGID.search(value)
+    if match:
+        return match.group(1)
+    return value.strip().strip("<>").strip()
+
+
+def _body_text(message: Message) -> str:
+    parts = [part for part in message.walk() if not part.is_multipart()]
+    has_plain = any(_content_type(part) == "text/plain" for part in parts)
+    texts = []
+    for part in parts:
+        content_type = _content_type(part)
+        if content_type in _SKIPPED_TYPES and (has_plain or content_type != "text/html"):
+            continue
+        text = decode_bytes(_payload_bytes(part), _charset(part))
+        if content_type.startswith("text/") or _PATCH_LIKE.search(text):
+            texts.append(text)
+    return "\n".join(text if text.endswith("\n") or not text else text + "\n" for text in texts)
+
+
+def _content_type(part: Message) -> str:
+    try:
+        return part.get_content_type()
+    except Exception:  # header values that are binary garbage
+        return "text/plain"
+
+
+def _charset(part: Message) -> str | None:
+    try:
+        charset = part.get_content_charset()
+    except Exception:
+        return None
+    return charset if isinstance(charset, str) else None
+
+
+def _payload_bytes(part: Message) -> bytes:
+    try:
+        data = part.get_payload(decode=True)
+    except Exception:
+        data = None
+    if isinstance(data, bytes):
+        return data
+    payload = part.get_payload()
+    if isinstance(payload, str):
+        return payload.encode("ascii", "surrogateescape")
+    return b""

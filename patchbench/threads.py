@@ -1,0 +1,203 @@
+"""Group decoded mails into posted series: by threading (Message-Id, In-Reply-To, References), else
+by sender, version, total and time. Each group is one posting of one version; groups that are
+versions of the same work are then joined into topics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from patchbench.mail import Mail
+from patchbench.mail.content import PatchText, split_patch
+from patchbench.mail.subject import Subject, parse_subject
+
+# Unthreaded parts of one posting arrive within minutes; a day is generous and still keeps
+# reposts of the same version apart when their counters collide.
+_UNTHREADED_WINDOW = timedelta(hours=24)
+
+
+@dataclass
+class Item:
+    """A mail with what grouping needs to know about it."""
+
+    mail: Mail
+    subject: Subject
+    text: PatchText
+    parent: Item | None = None
+    group: Posting | None = None
+
+    @property
+    def is_patch(self) -> bool:
+        return bool(self.text.diff) and not self.subject.is_reply
+
+    @property
+    def is_cover(self) -> bool:
+        return not self.text.diff and not self.subject.is_reply and self.subject.index == 0
+
+    @property
+    def index(self) -> int:
+        return self.subject.index if self.subject.index is not None else 1
+
+    @property
+    def total(self) -> int:
+        return self.subject.total or 1
+
+    def ancestors(self):
+        seen = {id(self)}
+        node = self.parent
+        while node is not None and id(node) not in seen:
+            seen.add(id(node))
+            yield node
+            node = node.parent
+
+
+@dataclass
+class Posting:
+    """One version of a series as it was sent: an optional cover and patches by index."""
+
+    version: int
+    total: int
+    sender: str
+    numbered: bool
+    cover: Item | None = None
+    patches: dict[int, Item] = field(default_factory=dict)
+    related: set[int] = field(default_factory=set)     # ids of postings this one threads to
+
+    def items(self) -> list[Item]:
+        return ([self.cover] if self.cover else []) + [self.patches[i] for i in sorted(self.patches)]
+
+    @property
+    def first_position(self) -> int:
+        return min(item.mail.position for item in self.items())
+
+    @property
+    def last_date(self):
+        dates = [item.mail.date for item in self.items() if item.mail.date is not None]
+        return max(dates, key=_timestamp) if dates else None
+
+    def accepts(self, item: Item) -> bool:
+        if item.is_cover:
+            return self.cover is None
+        return item.index not in self.patches
+
+
+def build_items(mails: list[Mail]) -> list[Item]:
+    items = [Item(mail, parse_subject(mail.subject), split_patch(mail.text)) for mail in mails]
+    by_key: dict[str, Item] = {}
+    for item in items:
+        by_key.setdefault(item.mail.key, item)
+    for item in items:
+        candidates = ([item.mail.in_reply_to] if item.mail.in_reply_to else []) + item.mail.references[::-1]
+        item.parent = next((by_key[key] for key in candidates if key in by_key and by_key[key] is not item), None)
+    return items
+
+
+def group_postings(items: list[Item]) -> list[Posting]:
+    """Assign every patch and cover letter to a posting, parents before children."""
+    postings: list[Posting] = []
+    members = [item for item in items if item.is_patch or item.is_cover]
+    for item in sorted(members, key=lambda i: (_depth(i), i.mail.position)):
+        posting, related = _threaded_posting(item)
+        if posting is None and related is None and item.subject.index is not None:
+            posting = _unthreaded_posting(item, postings)
+        if posting is None:
+            posting = Posting(_version_of(item, None), item.total, item.mail.from_email, item.subject.index is not None)
+            postings.append(posting)
+        if related is not None and related is not posting:
+            posting.related.add(id(related))
+        _add(posting, item)
+    for posting in postings:
+        if posting.cover is None:
+            posting.cover = _naked_cover(posting)
+    return postings
+
+
+def _add(posting: Posting, item: Item) -> None:
+    item.group = posting
+    if item.is_cover:
+        posting.cover = item
+    else:
+        posting.patches[item.index] = item
+        posting.total = max(posting.total, item.total) if item.subject.index else posting.total
+
+
+def _threaded_posting(item: Item) -> tuple[Posting | None, Posting | None]:
+    """The posting of the nearest threaded ancestor, if this item fits there; else what it relates to."""
+    for ancestor in item.ancestors():
+        posting = ancestor.group
+        if posting is None:
+            continue
+        fits = (
+            posting.numbered == (item.subject.index is not None)
+            and posting.total == item.total
+            and posting.version == _version_of(item, posting)
+            and posting.accepts(item)
+        )
+        if fits:
+            return posting, None
+        # an unnumbered diff inside a numbered thread is a side remark, not another version
+        return None, (posting if posting.numbered == (item.subject.index is not None) else None)
+    return None, None
+
+
+def _version_of(item: Item, posting: Posting | None) -> int:
+    # `[PATCH n/N]` patches under a `[PATCH v3 0/N]` cover belong to v3 (a common slip)
+    if posting is not None and item.subject.version == 1 and "v1" not in _lower_words(item):
+        return posting.version
+    return item.subject.version
+
+
+def _lower_words(item: Item) -> set[str]:
+    return {word.lower() for word in item.mail.subject.replace("[", " ").replace("]", " ").split()}
+
+
+def _unthreaded_posting(item: Item, postings: list[Posting]) -> Posting | None:
+    """The latest numbered posting from the same sender, version and total that lacks this index."""
+    for posting in reversed(postings):
+        if (
+            posting.numbered
+            and posting.sender == item.mail.from_email
+            and posting.version == item.subject.version
+            and posting.total == item.total
+            and posting.accepts(item)
+            and _close_in_time(posting, item)
+        ):
+            return posting
+    return None
+
+
+def _close_in_time(posting: Posting, item: Item) -> bool:
+    last = posting.last_date
+    if last is None or item.mail.date is None:
+        return True
+    try:
+        return abs(_timestamp(item.mail.date) - _timestamp(last)) <= _UNTHREADED_WINDOW.total_seconds()
+    except (OverflowError, OSError, ValueError):
+        return True
+
+
+def _timestamp(moment) -> float:
+    try:
+        return moment.timestamp()
+    except (OverflowError, OSError, ValueError):
+        return 0.0
+
+
+def _naked_cover(posting: Posting) -> Item | None:
+    """b4's "naked" cover: a diff-less, non-reply thread root by the same sender that the patches answer."""
+    parents = {id(item.parent): item.parent for item in posting.patches.values() if item.parent is not None}
+    for parent in parents.values():
+        if (
+            parent.parent is None
+            and not parent.text.diff
+            and not parent.subject.is_reply
+            and parent.group is None
+            and parent.mail.from_email == posting.sender
+        ):
+            parent.group = posting
+            return parent
+    return None
+
+
+def _depth(item: Item) -> int:
+    return sum(1 for _ in item.ancestors())
