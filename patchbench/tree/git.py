@@ -1,0 +1,81 @@
+"""Run git plumbing against the user's object store with a private index and an empty private work tree.
+
+Every call gets an environment that names the repository explicitly: variables a git hook or the
+user's shell may have set (GIT_DIR, GIT_INDEX_FILE, GIT_WORK_TREE, ...) must never redirect a write
+into the user's checkout. Arguments go to git as a list; nothing from a mail ever reaches a shell.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import git as gitpython
+
+from patchbench.errors import BadInput
+
+# Kept from the caller's environment: tracing and the test suite's config isolation.
+_KEPT_GIT_VARS = ("GIT_TRACE", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM")
+
+
+class GitFailed(Exception):
+    def __init__(self, argv: list[str], returncode: int, stderr: str):
+        super().__init__(f"git {' '.join(argv)}: exit {returncode}: {stderr.strip()}")
+        self.argv = argv
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+def open_repository(tree: Path) -> Path:
+    """The git directory of the repository at `tree` (its own for a linked worktree), or BadInput."""
+    try:
+        repo = gitpython.Repo(tree, search_parent_directories=True)
+    except (gitpython.NoSuchPathError, gitpython.InvalidGitRepositoryError):
+        raise BadInput(f"{tree} is not a git repository") from None
+    return Path(repo.git_dir).resolve()
+
+
+class Git:
+    """git commands on one repository; `index` and `work_tree` are private scratch paths when given."""
+
+    def __init__(self, git_dir: Path, index: Path | None = None, work_tree: Path | None = None):
+        self.git_dir = git_dir
+        self.work_tree = work_tree
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith("GIT_") or k.startswith(_KEPT_GIT_VARS)}
+        self.env.update(GIT_DIR=str(git_dir), LC_ALL="C", LANGUAGE="C", GIT_TERMINAL_PROMPT="0",
+                        GIT_LITERAL_PATHSPECS="1")  # a path from a patch is a path, never a glob
+        if index is not None:
+            self.env["GIT_INDEX_FILE"] = str(index)
+        if work_tree is not None:
+            self.env["GIT_WORK_TREE"] = str(work_tree)
+
+    def run(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None,
+            check: bool = True) -> tuple[int, str, str]:
+        """(returncode, stdout, stderr); raises GitFailed on a non-zero exit when `check`."""
+        argv = ["git", *args]
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env={**self.env, **(env or {})}, cwd=self.work_tree or self.git_dir)
+        try:
+            out, err = proc.communicate(input)
+        except BaseException:
+            # Ctrl-C or SIGTERM: let git remove its own lock files (it does on SIGTERM, not on SIGKILL).
+            proc.terminate()
+            proc.wait()
+            raise
+        stdout = out.decode("utf-8", "surrogateescape")
+        stderr = err.decode("utf-8", "replace")
+        if check and proc.returncode != 0:
+            raise GitFailed(list(args), proc.returncode, stderr)
+        return proc.returncode, stdout, stderr
+
+    def out(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None) -> str:
+        return self.run(*args, input=input, env=env)[1].strip()
+
+    def commit_exists(self, rev: str) -> str | None:
+        """The full sha of commit `rev`, or None when the repository does not have it."""
+        code, out, _ = self.run("rev-parse", "--verify", "--quiet", "--end-of-options", rev + "^{commit}",
+                                check=False)
+        return out.strip() if code == 0 else None
