@@ -1,0 +1,53 @@
+"""`patchbench apply SOURCE --tree DIR`: apply the selected series, one commit per patch, in isolation.
+
+The commits stay reachable from refs/patchbench/<series message-id>/<base> in DIR; the user's HEAD,
+index, work tree, branches and stash are left as they were. `git log <ref>` shows them;
+`git update-ref -d <ref>` (or `git for-each-ref refs/patchbench/`) to clean up.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from patchbench.series import load_series
+from patchbench.tree import ApplyResult, apply_series
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("apply", help="apply the selected series to a git tree without touching its checkout")
+    parser.add_argument("source", metavar="SOURCE", help='mbox, maildir, message, directory of *.patch, .gz, or "-"')
+    parser.add_argument("--tree", metavar="DIR", default=".", help="the kernel git repository (default: .)")
+    parser.add_argument("--base", metavar="REV", help="apply onto REV instead of the series' base-commit:")
+    parser.add_argument("--version", type=int, metavar="N", help="pick version N of the series instead of the newest")
+    parser.add_argument("--signoff", action="store_true", help="add your Signed-off-by, as git am --signoff does")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    series = load_series(args.source, args.version)
+    result = apply_series(series, Path(args.tree), args.base, signoff=args.signoff)
+    for warning in result.warnings:
+        print(f"patchbench: warning: {warning}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(summary(result, len(series.patches)))
+    return 1 if result.failed else 0
+
+
+def summary(result: ApplyResult, total: int) -> str:
+    lines = [f"base {result.base} ({result.base_reason})"]
+    for patch in result.applied:
+        merge = " (3-way merge)" if patch.three_way else ""
+        lines.append(f"[{patch.index}/{total}] {patch.commit[:12]} {patch.subject}{merge}")
+    if result.failed:
+        where = ", ".join(part for part in (result.failed.file, result.failed.hunk) if part)
+        lines.append(f"[{result.failed.index}/{total}] does not apply{': ' + where if where else ''}")
+        lines.append(f"    {result.failed.reason}")
+    if result.ref:
+        kept = "applied so far" if result.failed else "applied series"
+        lines.append(f"{kept}: {result.ref} (head {result.head[:12]})")
+    return "\n".join(lines)
