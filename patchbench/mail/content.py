@@ -132,8 +132,12 @@ def message_trailers(message: str) -> list[str]:
     return trailers
 
 
-def reply_trailers(text: str) -> list[str]:
-    """Trailers a reviewer gave in a reply: unquoted `*-by:` (with an address), Fixes, Closes, Link."""
+def reply_trailers(text: str, sender_email: str) -> list[str]:
+    """Trailers a reviewer gave in a reply: unquoted `*-by:`, Fixes, Closes, Link.
+
+    As b4 does, a `*-by:` trailer counts only when it names the reply's own sender address: a
+    reviewer cannot give someone else's Reviewed-by, and this keeps pasted trailer blocks out.
+    """
     found = []
     for line in text.splitlines():
         if line.rstrip() == "--" or line == "-- ":
@@ -141,8 +145,10 @@ def reply_trailers(text: str) -> list[str]:
         match = _TRAILER.match(line.strip()) if not line.lstrip().startswith(">") else None
         if not match or not _REPLY_TRAILER_KEY.match(match.group(1)):
             continue
-        if match.group(1).lower().endswith("-by") and not _EMAIL.search(match.group(2)):
-            continue
+        if match.group(1).lower().endswith("-by"):
+            address = _EMAIL.search(_clean_html_junk(match.group(2)))
+            if not address or address.group(0)[1:-1].lower() != sender_email.lower():
+                continue
         found.append(f"{match.group(1)}: {_clean_html_junk(match.group(2))}")
     return found
 

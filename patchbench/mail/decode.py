@@ -16,7 +16,7 @@ from datetime import datetime
 from email import message_from_bytes
 from email.message import Message
 from email.policy import compat32
-from email.utils import parseaddr, parsedate_to_datetime
+from email.utils import parsedate_to_datetime
 
 
 @dataclass
@@ -47,6 +47,7 @@ class Mail:
 _ENCODED_WORD = re.compile(r"=\?([^?\s]+)\?([QqBb])\?([^?]*)\?=")
 _BETWEEN_ENCODED_WORDS = re.compile(r"(\?=)\s+(?==\?)")
 _FOLD = re.compile(r"\r?\n(?=[ \t])")
+_BRACKETED_ADDRESS = re.compile(r"<([^<>\s]*@[^<>\s]*)>")
 _MSGID = re.compile(r"<([^<>\s]+)>")
 _KEPT_HEADERS = ("to", "cc", "list-id", "x-mailing-list")
 _SKIPPED_TYPES = ("application/pgp-signature", "application/pkcs7-signature", "text/html")
@@ -87,15 +88,41 @@ def unify_line_ends(data):
 
 
 def parse_person(value: str) -> tuple[str, str]:
-    """Name and address of a From-like header (unfolded, still RFC 2047 encoded)."""
+    """Name and address of a From-like header (unfolded, still RFC 2047 encoded), as git reads it.
+
+    Everything around `<address>` is the name, comments included; quotes and escapes are removed.
+    A bare `address (Name)` takes the comment as the name, a bare address is its own name.
+    """
     value = _collapse(value)
-    try:
-        name, address = parseaddr(value)
-    except Exception:  # parseaddr trips on some pathological inputs; the raw text is still useful
-        name, address = "", ""
-    if not address and "@" not in value:
-        name = name or value
-    return decode_words(name).strip().strip('"').strip(), address.strip()
+    bracketed = _BRACKETED_ADDRESS.search(value)
+    if bracketed:
+        name = _unquote_name(_collapse(value[:bracketed.start()] + " " + value[bracketed.end():]))
+        if re.fullmatch(r"\([^()]*\)", name):  # `<addr> (Name)`: the comment is the name
+            name = name[1:-1].strip()
+        return decode_words(name), bracketed.group(1)
+    comment = re.search(r"\((.*)\)", value)
+    bare = re.sub(r"\(.*\)", "", value).strip()
+    if "@" not in bare:
+        return "", ""
+    name = _unquote_name(comment.group(1)) if comment else bare
+    return decode_words(name.strip()) or bare, bare
+
+
+def _unquote_name(text: str) -> str:
+    """Drop the quotes of quoted strings (not those inside comments) and backslash escapes."""
+    result, depth, escaped = [], 0, False
+    for char in text:
+        if escaped:
+            result.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == '"' and depth == 0:
+            continue
+        else:
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            result.append(char)
+    return "".join(result).strip()
 
 
 def format_person(name: str, email: str) -> str:

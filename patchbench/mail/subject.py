@@ -36,7 +36,7 @@ def parse_subject(subject: str) -> Subject:
             continue
         bracket = _leading_bracket(rest)
         if bracket is None:
-            bare = re.match(r"^(PATCH(?:v\d+)?|RFC)(\s+\d+/\d+)?\s*:?\s+", rest, re.IGNORECASE)
+            bare = re.match(r"^(PATCH(?:v\d+)?|RFC)(\s+\d+/\d+)?\s*:?\s+", rest)
             if bare and not result.is_patch:  # "PATCHv3 2/5: ..." without brackets
                 _read_prefix_words(bare.group(0).rstrip(": ").split(), result)
                 rest = rest[bare.end():]
