@@ -1,6 +1,6 @@
 """`patchbench apply SOURCE --tree DIR`: apply the selected series, one commit per patch, in isolation.
 
-The commits stay reachable from refs/patchbench/<series message-id>/<base> in DIR; the user's HEAD,
+The commits stay reachable from refs/patchbench/<series message-id>/<base>-<diffs digest> in DIR; the user's HEAD,
 index, work tree, branches and stash are left as they were. `git log <ref>` shows them;
 `git update-ref -d <ref>` (or `git for-each-ref refs/patchbench/`) to clean up.
 """

@@ -5,7 +5,7 @@ work tree), applies every patch with `git apply --cached` (3-way on the preimage
 repository has them), and records it with `git write-tree` + `git commit-tree`. Reading the 6.1 tree
 into an index costs a third of a second; a checkout of its 78,635 files costs tens of seconds.
 
-The commits are kept reachable by `refs/patchbench/<series>/<base>` (see `series_ref`), updated
+The commits are kept reachable by `refs/patchbench/<series>/<base>-<diffs>` (see `series_ref`), updated
 after every patch, so on a failure it points at the last patch that applied. Nothing else in the
 repository changes: HEAD, the index, the work tree, branches and the stash are never touched, and
 the temporary directory is removed in `finally`, also on Ctrl-C and SIGTERM.
@@ -36,16 +36,16 @@ _REF_UNSAFE = re.compile(r"[^A-Za-z0-9._+@=-]+")
 
 
 def series_ref(series: Series, base: str) -> str:
-    """refs/patchbench/<message-id of the cover or first patch>/<base, 12 hex>.
+    """refs/patchbench/<message-id of the cover or first patch>/<base, 12 hex>-<digest of the diffs, 8 hex>.
 
-    Per series and base, so runs of different series (or onto different bases) never share a ref;
-    two runs of the same series onto the same base make the same commits, so they cannot disagree.
+    Runs of different series (or of one series onto different bases) never share a ref, even when
+    two postings reuse a message-id; two runs of the same series onto the same base make the same
+    commits, so sharing theirs cannot make them disagree.
     """
     msgid = series.cover.message_id if series.cover else (series.patches[0].message_id if series.patches else "")
-    key = _REF_UNSAFE.sub("_", msgid.strip("<>")).strip("._").replace("..", "_").removesuffix(".lock")
-    if not key:
-        key = "series-" + hashlib.sha1("".join(p.diff for p in series.patches).encode()).hexdigest()[:12]
-    return f"{REF_PREFIX}{key}/{base[:12]}"
+    key = _REF_UNSAFE.sub("_", msgid.strip("<>")).strip("._").replace("..", "_").removesuffix(".lock") or "series"
+    digest = hashlib.sha1("\0".join(p.diff for p in series.patches).encode("utf-8", "surrogateescape")).hexdigest()
+    return f"{REF_PREFIX}{key}/{base[:12]}-{digest[:8]}"
 
 
 def _committer(git: Git) -> Identity:

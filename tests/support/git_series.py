@@ -78,7 +78,7 @@ def series_from_mails(mails: list[Path]) -> Series:
         if "\ndiff --git " not in text:
             cover = Cover(subject=subject, message_id=str(msg["Message-ID"]).strip("<>"), body=text)
             continue
-        body, _, rest = text.partition("\n---\n")
+        body, _, rest = ("\n" + text).partition("\n---\n")
         diff = rest[rest.index("diff --git "):]
         diff = diff.split("\n-- \n")[0] + "\n"
         trailers = [line for line in body.strip().split("\n\n")[-1].splitlines() if re.match(r"^[\w-]+: ", line)]
