@@ -171,7 +171,7 @@ def _build(posting: Posting, topic: list[Posting], replies: dict[int, list[Item]
 
 
 def _collected(item: Item, replies: dict[int, list[Item]]) -> list[str]:
-    return [t for reply in replies.get(id(item), []) for t in reply_trailers(reply.mail.text)]
+    return [t for reply in replies.get(id(item), []) for t in reply_trailers(reply.mail.text, reply.mail.from_email)]
 
 
 def _patch(index: int, item: Item, cover_trailers: list[str], replies: dict[int, list[Item]]) -> Patch:
@@ -192,7 +192,7 @@ def _patch(index: int, item: Item, cover_trailers: list[str], replies: dict[int,
         diff=item.text.diff,
         trailers=_unique(own + _collected(item, replies) + cover_trailers),
         files=files_touched(item.text.diff),
-        version=item.subject.version,
+        version=item.group.version if item.group else item.subject.version,
     )
 
 

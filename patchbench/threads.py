@@ -152,15 +152,18 @@ def _lower_words(item: Item) -> set[str]:
 
 
 def _unthreaded_posting(item: Item, postings: list[Posting]) -> Posting | None:
-    """The latest numbered posting from the same sender, version and total that lacks this index."""
+    """The latest numbered posting of the same version and total that lacks this index, sent by the
+    same sender close in time, or stored right before this mail."""
     for posting in reversed(postings):
         if (
             posting.numbered
-            and posting.sender == item.mail.from_email
             and posting.version == item.subject.version
             and posting.total == item.total
             and posting.accepts(item)
-            and _close_in_time(posting, item)
+            and (
+                _follows_directly(posting, item)
+                or posting.sender == item.mail.from_email and _close_in_time(posting, item)
+            )
         ):
             return posting
     return None
@@ -174,6 +177,11 @@ def _close_in_time(posting: Posting, item: Item) -> bool:
         return abs(_timestamp(item.mail.date) - _timestamp(last)) <= _UNTHREADED_WINDOW.total_seconds()
     except (OverflowError, OSError, ValueError):
         return True
+
+
+def _follows_directly(posting: Posting, item: Item) -> bool:
+    """Adjacent in the mailbox: `format-patch --stdout` output carries commit dates, days apart."""
+    return max(i.mail.position for i in posting.items()) == item.mail.position - 1
 
 
 def _timestamp(moment) -> float:

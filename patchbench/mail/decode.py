@@ -73,16 +73,16 @@ def decode_mail(raw: bytes, position: int = 0) -> Mail:
         from_name=from_name,
         from_email=from_email,
         date=parse_date(first.get("date", "")),
-        text=unify_line_ends(_body_text(message)),
+        text=_body_text(message),
         headers={name: decode_words(_collapse(first[name])) for name in _KEPT_HEADERS if name in first},
     )
 
 
 def unify_line_ends(data):
-    """CRLF to LF, but only when every line ends in CRLF (a CR inside a line may be content)."""
+    """CRLF to LF when most lines end in CRLF (the mail was sent that way; a trailer added by a list
+    or a tool may be LF-only). Otherwise leave it: a CR inside a line may be content."""
     crlf, lf = ("\r\n", "\n") if isinstance(data, str) else (b"\r\n", b"\n")
-    count = data.count(lf)
-    if count and data.count(crlf) == count:
+    if data.count(crlf) * 2 > data.count(lf):
         return data.replace(crlf, lf)
     return data
 
@@ -202,7 +202,7 @@ def _body_text(message: Message) -> str:
         content_type = _content_type(part)
         if content_type in _SKIPPED_TYPES and (has_plain or content_type != "text/html"):
             continue
-        text = decode_bytes(_payload_bytes(part), _charset(part))
+        text = unify_line_ends(decode_bytes(_payload_bytes(part), _charset(part)))
         if content_type.startswith("text/") or _PATCH_LIKE.search(text):
             texts.append(text)
     return "\n".join(text if text.endswith("\n") or not text else text + "\n" for text in texts)

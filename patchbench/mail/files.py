@@ -159,4 +159,6 @@ def is_truncated(diff: str) -> bool:
         if header:
             old_left = int(header.group(1) or 1)
             new_left = int(header.group(2) or 1)
-    return old_left > 0 or new_left > 0
+    # mail clients strip a last context line holding only whitespace; that is damage git tolerates
+    # at the end of a mail, not a cut: both sides then lack exactly that one line
+    return (old_left > 0 or new_left > 0) and (old_left, new_left) != (1, 1)

@@ -42,6 +42,7 @@ def _read_directory(path: Path) -> Iterator[bytes]:
         files = [f for sub in ("cur", "new") if (path / sub).is_dir() for f in (path / sub).iterdir()]
     else:
         files = [f for f in path.iterdir() if f.name.lower().endswith(_DIRECTORY_SUFFIXES)]
+        files = files or list(path.iterdir())  # no known suffix: take every file
     # format-patch names (0001-...) and maildir names (timestamp first) both sort into sending order
     for file in sorted(f for f in files if f.is_file() and not f.name.startswith(".")):
         yield from _read_file(file)
