@@ -1,0 +1,138 @@
+"""Which side of a netdev tx queue each function of a file runs on.
+
+Roots are functions the file does not call itself (registered callbacks, non-static functions,
+address-taken ones). Each root is one of
+
+- `xmit`:     ndo_start_xmit, or a transmit helper called from another file of the driver;
+- `consumer`: a path that frees ring space: NAPI poll, tx interrupt, tasklet, urb completion,
+              virtqueue/vmbus callbacks, the reader side of a virtual device (read, recvmsg);
+- `other`:    open/close, tx timeout, reset and recovery work, suspend/resume, probe, config.
+
+A root of unknown purpose counts as a consumer: a wake there may well free the queue, and the
+rules prefer silence to a guess. A function's sides are those of the roots that reach it through
+the file's call graph.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+
+from patchbench.checks.model import FileModel, Function
+
+# Registration calls the model does not know, that hand a function to a completion context:
+# callee -> argument index of the function.
+CONSUMER_REGISTRATIONS = {
+    "request_irq": 1, "devm_request_irq": 2, "request_threaded_irq": 1,
+    "devm_request_threaded_irq": 2, "request_any_context_irq": 1, "usb_fill_bulk_urb": 5,
+    "usb_fill_int_urb": 5, "usb_fill_control_urb": 6, "vmbus_open": 5, "hrtimer_setup": 1,
+}
+# Model registration kinds (napi_poll, work, timer, ...) and struct fields that are consumers.
+CONSUMER_KINDS = {"napi_poll", "tasklet", "kthread", "read", "read_iter", "recvmsg", "splice_read",
+                  "poll", "complete", "callback", "irq_handler"}
+# Deferred work and timers are consumers only when they free transmitted buffers themselves.
+DEFERRED_KINDS = {"work", "timer", "hrtimer"}
+FREES_TX = re.compile(r"^(dev_kfree_skb\w*|dev_consume_skb\w*|napi_consume_skb|kfree_skb\w*|"
+                      r"consume_skb|netdev_(tx_)?completed_queue|\w*ptr_ring_consume\w*|"
+                      r"skb_array_consume\w*|xdp_return_frame\w*)$")
+XMIT_FIELDS = {"ndo_start_xmit"}
+_XMIT_NAME = re.compile(r"(xmit|start_tx|hard_start|(^|_)send(_pkt)?$)")
+_CONSUMER_NAME = re.compile(
+    r"(poll|clean|complet|_done|reclaim|tx_int|tx_irq|_isr|interrupt|_irq$|_gc$|recv|read|consume)")
+_OTHER_NAME = re.compile(
+    r"(reset|restart|reinit|recover|timeout|watchdog|(^|_)up$|(^|_)down$|open|close|(^|_)stop$|"
+    r"suspend|resume|freeze|thaw|probe|remove|init|setup|config|mtu|(^|_)set_|link|carrier|"
+    r"_task$|hang|error|detach|attach|enable|disable|ethtool|ioctl|change|shutdown|teardown|"
+    r"uninit|free|destroy|release)")
+# Generic callback names: a consumer unless the name also says what else it is (link handler).
+_CALLBACK_NAME = re.compile(r"(handler|_cb$|callback)")
+_OTHER_FIELD = re.compile(r"^(ndo_|get_|set_|suspend|resume|freeze|thaw|poweroff|restore|probe|"
+                          r"remove|shutdown|open|release|close|stop|init|exit|reset|timeout|"
+                          r"runtime_|prepare)")
+
+
+class Sides:
+    """xmit / consumer / other sides of every function of a file."""
+
+    def __init__(self, model: FileModel):
+        self.model = model
+
+    @cached_property
+    def callees(self) -> dict[str, set[str]]:
+        return {name: {c.name for c in f.calls if c.name in self.model.functions and c.name != name}
+                for name, f in self.model.functions.items()}
+
+    @cached_property
+    def extra_registrations(self) -> dict[str, set[str]]:
+        found: dict[str, set[str]] = {}
+        for function in self.model.functions.values():
+            for call in function.calls:
+                position = CONSUMER_REGISTRATIONS.get(call.name)
+                if position is not None and position < len(call.args):
+                    found.setdefault(call.args[position].lstrip("&"), set()).add("irq_handler")
+        return found
+
+    def root_side(self, name: str) -> str | None:
+        """The side of a root, or None when the function is only reached by in-file calls."""
+        kinds = self.model.registrations.get(name, set()) | self.extra_registrations.get(name, set())
+        if kinds & XMIT_FIELDS:
+            return "xmit"
+        if kinds & CONSUMER_KINDS or any(_CONSUMER_NAME.search(k) or _CALLBACK_NAME.search(k)
+                                         for k in kinds - DEFERRED_KINDS if not _OTHER_FIELD.search(k)):
+            return "consumer"
+        if kinds & DEFERRED_KINDS:
+            frees = self.frees_tx(name)
+            return "consumer" if frees and not _OTHER_NAME.search(name) else "other"
+        if kinds:
+            return "other"
+        if not self.model.has_unknown_callers(name) and name in self.model.callers:
+            return None
+        function = self.model.functions[name]
+        if _XMIT_NAME.search(name) and self._takes_skb(function):
+            return "xmit"
+        if _CONSUMER_NAME.search(name):
+            return "consumer"
+        if _OTHER_NAME.search(name):
+            return "other"
+        return "consumer"  # purpose unknown: do not rely on it being a reset path
+
+    @cached_property
+    def sides(self) -> dict[str, set[str]]:
+        """Function name -> the sides of the roots that reach it."""
+        reached: dict[str, set[str]] = {name: set() for name in self.model.functions}
+        for name in self.model.functions:
+            side = self.root_side(name)
+            if side is None:
+                continue
+            stack = [name]
+            while stack:
+                current = stack.pop()
+                if side in reached[current]:
+                    continue
+                reached[current].add(side)
+                stack.extend(self.callees[current])
+        return reached
+
+    def frees_tx(self, name: str) -> bool:
+        """The function, or one it calls in this file, frees transmitted buffers."""
+        seen, stack = set(), [name]
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            if any(FREES_TX.match(c.name) for c in self.model.functions[current].calls):
+                return True
+            stack.extend(self.callees[current])
+        return False
+
+    def has_consumer_root(self) -> bool:
+        return any(self.root_side(name) == "consumer" and self._is_registered(name)
+                   for name in self.model.functions)
+
+    def _is_registered(self, name: str) -> bool:
+        return bool(self.model.registrations.get(name) or self.extra_registrations.get(name))
+
+    def _takes_skb(self, function: Function) -> bool:
+        header = self.model.source[function.node.start_byte:function.body.start_byte]
+        return b"sk_buff" in header or b"netdev_tx_t" in header

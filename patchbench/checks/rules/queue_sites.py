@@ -1,0 +1,237 @@
+"""Netdev tx queue stop/wake/start sites of one file, each with an abstract queue key.
+
+Two sites name "the same queue" when their keys match (`QueueKey.matches`). A key is what the
+index expression says about the queue, independent of the variable names of each function:
+
+- `const`:   a literal index, `netif_stop_queue(dev)` being queue 0;
+- `xmit`:    the queue the stack handed to ndo_start_xmit (`skb_get_queue_mapping(skb)`,
+             `skb->queue_mapping`, `skb_get_tx_queue()`);
+- `field`:   an index field of a per-queue struct (`ring->queue_index`, `queue->id`), named by
+             the field and, where known, the struct type that owns it;
+- `derived`: an index computed by a helper (`vq2txq(vq)`) or a txq pointer kept in a struct;
+- `unknown`: anything else (parameters, loop counters, arithmetic); it matches every key, so an
+             expression we cannot read never produces a finding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import tree_sitter
+
+from patchbench.checks import cparse
+from patchbench.checks.model import CallSite, FileModel, Function
+
+# Spelling -> (action, scope, how the queue is named, argument position).
+#   action: stop | wake | start;  scope: one | all | detach (teardown of every queue)
+#   named by: "dev" (queue 0 of the device), "index" (argument is an index), "txq" (a txq pointer)
+SPELLINGS: dict[str, tuple[str, str, str, int]] = {
+    "netif_stop_queue": ("stop", "one", "dev", 0),
+    "netif_tx_stop_queue": ("stop", "one", "txq", 0),
+    "netif_stop_subqueue": ("stop", "one", "index", 1),
+    "netif_tx_stop_all_queues": ("stop", "all", "dev", 0),
+    "netif_tx_disable": ("stop", "detach", "dev", 0),
+    "netif_device_detach": ("stop", "detach", "dev", 0),
+    "netif_txq_try_stop": ("stop", "one", "txq", 0),
+    "netif_txq_maybe_stop": ("stop", "one", "txq", 0),
+    "netif_subqueue_try_stop": ("stop", "one", "index", 1),
+    "netif_subqueue_maybe_stop": ("stop", "one", "index", 1),
+    "netif_wake_queue": ("wake", "one", "dev", 0),
+    "netif_tx_wake_queue": ("wake", "one", "txq", 0),
+    "netif_wake_subqueue": ("wake", "one", "index", 1),
+    "netif_tx_wake_all_queues": ("wake", "all", "dev", 0),
+    "netif_device_attach": ("wake", "all", "dev", 0),
+    "__netif_txq_maybe_wake": ("wake", "one", "txq", 0),
+    "netif_txq_maybe_wake": ("wake", "one", "txq", 0),
+    "__netif_txq_completed_wake": ("wake", "one", "txq", 0),
+    "netif_txq_completed_wake": ("wake", "one", "txq", 0),
+    "netif_subqueue_completed_wake": ("wake", "one", "index", 1),
+    "netif_start_queue": ("start", "one", "dev", 0),
+    "netif_tx_start_queue": ("start", "one", "txq", 0),
+    "netif_start_subqueue": ("start", "one", "index", 1),
+    "netif_tx_start_all_queues": ("start", "all", "dev", 0),
+}
+# Stops that re-check and restart by themselves (include/net/netdev_queues.h).
+SELF_CHECKING_STOPS = {"netif_txq_try_stop", "netif_txq_maybe_stop", "netif_subqueue_try_stop",
+                       "netif_subqueue_maybe_stop"}
+_XMIT_INDEX_CALLS = {"skb_get_queue_mapping"}
+_XMIT_TXQ_CALLS = {"skb_get_tx_queue"}
+_TXQ_LOOKUPS = {"netdev_get_tx_queue"}
+_MULTIQUEUE_CALLS = {"alloc_etherdev_mq", "alloc_etherdev_mqs", "alloc_netdev_mq", "alloc_netdev_mqs",
+                     "devm_alloc_etherdev_mqs", "netif_set_real_num_tx_queues"}
+
+
+@dataclass(frozen=True)
+class QueueKey:
+    kind: str              # const | xmit | field | derived | unknown
+    name: str = ""         # the constant, field or helper name
+    owner: str = ""        # struct type (access path) owning the field, when known
+
+    def matches(self, other: "QueueKey", multiqueue: bool) -> bool:
+        if "unknown" in (self.kind, other.kind) or self == other:
+            return True
+        if self.kind == "const" or other.kind == "const":
+            # queue 0 and "the skb's queue" are the same queue only on a single-queue device
+            return not multiqueue and (self.kind != "const" or other.kind != "const")
+        if self.kind == other.kind == "field":
+            return self.name == other.name
+        return True
+
+    def describe(self) -> str:
+        if self.kind == "const":
+            return f"queue {self.name}"
+        if self.kind == "xmit":
+            return "the transmit path's queue (skb queue mapping)"
+        if self.kind == "field":
+            return f"queue {self.owner}.{self.name}" if self.owner else f"queue ->{self.name}"
+        if self.kind == "derived":
+            return f"queue {self.name}"
+        return "an unresolved queue"
+
+
+UNKNOWN = QueueKey("unknown")
+
+
+@dataclass(eq=False)
+class QueueSite:
+    action: str            # stop | wake | start
+    scope: str             # one | all | detach
+    spelling: str
+    key: QueueKey
+    function: Function
+    call: CallSite
+
+    @property
+    def line(self) -> int:
+        return self.call.line
+
+
+@dataclass
+class QueueSites:
+    sites: list[QueueSite]
+    multiqueue: bool
+
+
+def collect(model: FileModel) -> QueueSites:
+    """Every stop/wake/start call inside a function of the file, with its queue key."""
+    sites = []
+    ordered = sorted(model.functions.values(), key=lambda f: f.node.start_byte)
+    readers: dict[str, KeyReader] = {}
+    for found in cparse.matches(cparse.rule_query("queue-ops"), model.tree.root_node):
+        if "op" not in found:
+            continue
+        call = found["call"][0]
+        spelling = model.text(found["op"][0])
+        function = _enclosing(ordered, call)
+        if function is None or spelling not in SPELLINGS:
+            continue
+        action, scope, named_by, position = SPELLINGS[spelling]
+        args = [a for a in call.child_by_field_name("arguments").named_children if a.type != "comment"]
+        reader = readers.setdefault(function.name, KeyReader(model, function))
+        key = _site_key(reader, named_by, args[position] if position < len(args) else None)
+        site = next((c for c in function.calls if c.start == call.start_byte), None)
+        if site is not None:
+            sites.append(QueueSite(action, scope, spelling, key, function, site))
+    multiqueue = any(s.key.kind not in ("const", "unknown") for s in sites if s.scope == "one") or any(
+        c.name in _MULTIQUEUE_CALLS for f in model.functions.values() for c in f.calls)
+    return QueueSites(sites, multiqueue)
+
+
+def _enclosing(ordered: list[Function], node: tree_sitter.Node) -> Function | None:
+    for function in ordered:
+        if function.node.start_byte <= node.start_byte and node.end_byte <= function.node.end_byte:
+            return function
+    return None
+
+
+def _site_key(reader: "KeyReader", named_by: str, arg: tree_sitter.Node | None) -> QueueKey:
+    if named_by == "dev":
+        return QueueKey("const", "0")
+    if arg is None:
+        return UNKNOWN
+    source = reader.model.source
+    return reader.index(arg, source) if named_by == "index" else reader.txq(arg, source)
+
+
+class KeyReader:
+    """Reads queue keys from expressions of one function, following its single-assignment locals."""
+
+    def __init__(self, model: FileModel, function: Function):
+        self.model = model
+        self.function = function
+
+    def index(self, node: tree_sitter.Node, source: bytes, depth: int = 0) -> QueueKey:
+        """The key of a queue index expression."""
+        node = _strip(node)
+        if node.type == "number_literal":
+            text = cparse.node_text(source, node).rstrip("uUlL")
+            try:
+                return QueueKey("const", str(int(text, 0)))
+            except ValueError:
+                return UNKNOWN
+        if node.type == "call_expression":
+            callee = cparse.node_text(source, node.child_by_field_name("function"))
+            if callee in _XMIT_INDEX_CALLS:
+                return QueueKey("xmit")
+            return QueueKey("derived", f"{callee}()")
+        if node.type == "field_expression":
+            field = cparse.node_text(source, node.child_by_field_name("field"))
+            if field == "queue_mapping":
+                return QueueKey("xmit")
+            return QueueKey("field", field, self._owner(node, source))
+        if node.type == "identifier":
+            return self._through_local(cparse.node_text(source, node), depth, self.index)
+        return UNKNOWN
+
+    def txq(self, node: tree_sitter.Node, source: bytes, depth: int = 0) -> QueueKey:
+        """The key of a `struct netdev_queue *` expression."""
+        node = _strip(node)
+        if node.type == "call_expression":
+            callee = cparse.node_text(source, node.child_by_field_name("function"))
+            args = [a for a in node.child_by_field_name("arguments").named_children
+                    if a.type != "comment"]
+            if callee in _TXQ_LOOKUPS and len(args) == 2:
+                return self.index(args[1], source, depth)
+            if callee in _XMIT_TXQ_CALLS:
+                return QueueKey("xmit")
+            return UNKNOWN
+        if node.type == "field_expression":
+            # a txq pointer kept in a per-queue struct: per-queue, its index not visible here
+            owner = self._owner(node, source)
+            field = cparse.node_text(source, node.child_by_field_name("field"))
+            return QueueKey("derived", f"{owner}.{field}" if owner else field)
+        if node.type == "identifier":
+            return self._through_local(cparse.node_text(source, node), depth, self.txq)
+        return UNKNOWN
+
+    def _through_local(self, name: str, depth: int, read) -> QueueKey:
+        """Follow a local whose every assignment in the function gives the same key."""
+        values = self.values.get(name)
+        if not values or depth >= 4:
+            return UNKNOWN
+        keys = {read(value, self.model.source, depth + 1) for value in values}
+        return keys.pop() if len(keys) == 1 else UNKNOWN
+
+    @cached_property
+    def values(self) -> dict[str, list[tree_sitter.Node]]:
+        found: dict[str, list[tree_sitter.Node]] = {}
+        for match in cparse.matches(cparse.rule_query("queue-ops"), self.function.body):
+            if "local" in match:
+                found.setdefault(self.model.text(match["local"][0]), []).append(match["value"][0])
+        return found
+
+    def _owner(self, node: tree_sitter.Node, source: bytes) -> str:
+        """The access path owning a field: `tx_ring->queue_index`, `struct igb_ring *tx_ring` -> igb_ring."""
+        base = self.model.canonical(self.function,
+                                    cparse.node_text(source, node.child_by_field_name("argument")))
+        return base if base[:1].isalpha() or base[:1] == "_" else ""
+
+
+def _strip(node: tree_sitter.Node) -> tree_sitter.Node:
+    while node.type in ("parenthesized_expression", "cast_expression"):
+        inner = node.child_by_field_name("value") or (node.named_children[-1] if node.named_children else None)
+        if inner is None:
+            return node
+        node = inner
+    return node

@@ -1,0 +1,25 @@
+"""queue-wake-wrong-queue: the completion side wakes a different queue than the one xmit stops.
+
+The analysis (queue_flow) is shared with queue-stop-unmatched; this module reports its share.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from patchbench.checks import engine
+from patchbench.checks.finding import Finding
+from patchbench.checks.model import FileModel
+from patchbench.checks.rules import queue_flow
+
+ID = queue_flow.WRONG_QUEUE
+SEVERITY = "error"
+MESSAGE = "the completion-side wake names a different queue than the stop"
+
+
+def check(model: FileModel) -> Iterable[Finding]:
+    module = engine.rule(ID)
+    for verdict in queue_flow.analyse(model):
+        if verdict.rule == ID:
+            yield engine.finding(module, model, verdict.site.line, verdict.site.function.name,
+                                 verdict.message)

@@ -1,0 +1,150 @@
+"""queue-stop-unmatched and queue-wake-wrong-queue on hand-written drivers and on real 6.1 drivers.
+
+Fixtures mark each expected finding's line with `/* expect: <rule> */`; the table below says which
+findings (rule, function) each fixture must give, and nothing else. Real drivers are linted from
+the cached Debian 6.1 tree: pristine files give no finding, and mutations of them (done in memory,
+the tree is never touched) that break stop/wake pairing are found.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from patchbench.checks import engine
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checks" / "queue"
+QUEUE_RULES = {"queue-stop-unmatched", "queue-wake-wrong-queue"}
+STOP, WRONG = "queue-stop-unmatched", "queue-wake-wrong-queue"
+
+EXPECTED = {
+    # true positives
+    "tp_stop_no_wake.c": {(STOP, "dove_start_xmit")},
+    "tp_wake_only_reset.c": {(STOP, "wren_xmit")},
+    "tp_start_in_completion.c": {(STOP, "finch_tx_irq")},
+    "tp_wrong_queue.c": {(WRONG, "heron_clean_tx")},
+    "tp_wrong_queue_zero.c": {(WRONG, "kite_consume")},
+    "tp_stop_after_submit.c": {(STOP, "lark_start_xmit")},
+    "tp_reader_no_wake.c": {(STOP, "pipit_net_xmit")},
+    # correct shapes that naive matching flags
+    "ok_wrapper_from_napi.c": set(),
+    "ok_recheck_start.c": set(),
+    "ok_same_lock.c": set(),
+    "ok_teardown.c": set(),
+    "ok_conditional_stop.c": set(),
+    "ok_ring_reader.c": set(),
+    "ok_per_ring_field.c": set(),
+    "ok_suppressed.c": set(),
+}
+
+_EXPECT = re.compile(r"/\* expect: ([a-z-]+) \*/")
+
+
+def lint(path: str, source: bytes):
+    return engine.check_source(path, source, QUEUE_RULES)
+
+
+def test_every_fixture_is_in_the_table():
+    assert {p.name for p in FIXTURES.glob("*.c")} == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture(name):
+    source = (FIXTURES / name).read_bytes()
+    findings = lint(name, source)
+    assert {(f.rule, f.function) for f in findings} == EXPECTED[name]
+    marked = {(m.group(1), number) for number, line in enumerate(source.decode().splitlines(), 1)
+              for m in _EXPECT.finditer(line)}
+    assert {(f.rule, f.line) for f in findings} == marked
+
+
+def test_messages_name_the_queues():
+    [finding] = lint("tp_wrong_queue.c", (FIXTURES / "tp_wrong_queue.c").read_bytes())
+    assert "heron_ring.reg_idx" in finding.message and "heron_ring.queue_index" in finding.message
+    [finding] = lint("tp_wake_only_reset.c", (FIXTURES / "tp_wake_only_reset.c").read_bytes())
+    assert "wren_reset_task()" in finding.message and "wren_open()" in finding.message
+
+
+def test_removing_the_suppression_brings_the_finding_back():
+    source = (FIXTURES / "ok_suppressed.c").read_text()
+    bare = re.sub(r"/\* patchbench: allow\([^)]*\)[^*]*\*/\n", "", source)
+    assert bare != source
+    assert [(f.rule, f.function) for f in lint("ok_suppressed.c", bare.encode())] == \
+        [(STOP, "stork_start_xmit")]
+
+
+# --- real 6.1 drivers ------------------------------------------------------------------------
+
+PRISTINE = [
+    "drivers/net/tun.c", "drivers/net/tap.c", "drivers/vhost/net.c", "drivers/net/virtio_net.c",
+    "drivers/net/ethernet/intel/e1000/e1000_main.c", "drivers/net/ethernet/intel/igb/igb_main.c",
+    "drivers/net/ethernet/realtek/r8169_main.c", "drivers/net/hyperv/netvsc.c",
+    "drivers/net/hyperv/netvsc_drv.c", "drivers/net/xen-netfront.c",
+    "drivers/net/bonding/bond_main.c",
+]
+
+E1000 = "drivers/net/ethernet/intel/e1000/e1000_main.c"
+IGB = "drivers/net/ethernet/intel/igb/igb_main.c"
+R8169 = "drivers/net/ethernet/realtek/r8169_main.c"
+XEN = "drivers/net/xen-netfront.c"
+NETVSC = "drivers/net/hyperv/netvsc.c"
+VIRTIO = "drivers/net/virtio_net.c"
+TUN = "drivers/net/tun.c"
+
+E1000_WAKE = "\t\t\tnetif_wake_queue(netdev);\n\t\t\t++adapter->restart_queue;"
+IGB_WAKE = "netif_wake_subqueue(tx_ring->netdev,\n\t\t\t\t\t    tx_ring->queue_index);"
+R8169_WAKE = "if (netif_queue_stopped(dev) && rtl_tx_slots_avail(tp))\n\t\t\tnetif_wake_queue(dev);"
+XEN_WAKE = "\t\tnetif_tx_wake_queue(netdev_get_tx_queue(dev, queue->id));"
+NETVSC_WAKE = "\t\t\tnetif_tx_wake_queue(txq);\n\t\t\tndev_ctx->eth_stats.wake_queue++;\n\t\t}\n\t}\n}"
+VIRTIO_WAKE = "\t\tif (sq->vq->num_free >= 2 + MAX_SKB_FRAGS)\n\t\t\tnetif_tx_wake_queue(txq);"
+TUN_PRODUCE = "\tif (ptr_ring_produce(&tfile->tx_ring, skb)) {"
+
+# (file, text, replacement, rule, function the finding must be in)
+MUTATIONS = {
+    "e1000-wake-deleted": (E1000, E1000_WAKE, "\t\t\t++adapter->restart_queue;",
+                           STOP, "__e1000_maybe_stop_tx"),
+    "e1000-start-in-completion": (E1000, E1000_WAKE, E1000_WAKE.replace("wake", "start"),
+                                  STOP, "e1000_clean_tx_irq"),
+    "igb-wakes-register-index": (IGB, IGB_WAKE, IGB_WAKE.replace("queue_index", "reg_idx"),
+                                 WRONG, "igb_clean_tx_irq"),
+    "igb-wake-deleted": (IGB, IGB_WAKE, ";", STOP, "__igb_maybe_stop_tx"),
+    "igb-start-in-completion": (IGB, IGB_WAKE, IGB_WAKE.replace("wake", "start"),
+                                STOP, "igb_clean_tx_irq"),
+    "r8169-wake-deleted": (R8169, R8169_WAKE, ";", STOP, "rtl8169_start_xmit"),
+    "r8169-start-in-completion": (R8169, R8169_WAKE, R8169_WAKE.replace("wake", "start"),
+                                  STOP, "rtl_tx"),
+    "xen-wakes-queue-0": (XEN, XEN_WAKE, XEN_WAKE.replace("queue->id", "0"),
+                          WRONG, "xennet_maybe_wake_tx"),
+    "xen-wake-deleted": (XEN, XEN_WAKE, ";", STOP, "xennet_start_xmit"),
+    "xen-completion-unlocked": (XEN, "\tspin_lock_irqsave(&queue->tx_lock, flags);\n\tif (xennet_tx_buf_gc",
+                                "\tif (xennet_tx_buf_gc", STOP, "xennet_start_xmit"),
+    "netvsc-start-in-completion": (NETVSC, NETVSC_WAKE, NETVSC_WAKE.replace("wake", "start"),
+                                   STOP, "netvsc_send_tx_complete"),
+    "netvsc-wake-deleted": (NETVSC, NETVSC_WAKE, NETVSC_WAKE.replace("netif_tx_wake_queue(txq);", ""),
+                            STOP, "netvsc_send_pkt"),
+    "virtio-start-in-napi-tx": (VIRTIO, VIRTIO_WAKE, VIRTIO_WAKE.replace("wake", "start"),
+                                STOP, "virtnet_poll_cleantx"),
+    "tun-stops-without-consumer-wake": (TUN, TUN_PRODUCE,
+                                        "\tif (__ptr_ring_full(&tfile->tx_ring))\n"
+                                        "\t\tnetif_stop_subqueue(dev, txq);\n" + TUN_PRODUCE,
+                                        STOP, "tun_net_xmit"),
+}
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("path", PRISTINE)
+def test_pristine_driver_is_clean(kernel_tree, path):
+    assert lint(path, (kernel_tree / path).read_bytes()) == []
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("name", sorted(MUTATIONS))
+def test_mutated_driver_is_found(kernel_tree, name):
+    path, text, replacement, rule, function = MUTATIONS[name]
+    source = (kernel_tree / path).read_text()
+    assert source.count(text) >= 1, f"{name}: the 6.1 text to mutate is not in {path}"
+    findings = lint(path, source.replace(text, replacement, 1).encode())
+    assert (rule, function) in {(f.rule, f.function) for f in findings}, findings
+    assert {f.rule for f in findings} <= QUEUE_RULES
