@@ -4,7 +4,8 @@ A state is any hashable value; rules use a frozenset of facts such as ("lock", "
 The walker keeps the SET of distinct states reaching each point (one per path class), follows
 if/else (including `if (spin_trylock(..))`, `if (!mutex_trylock(..))`, `&&`, `||`, `x == 0`),
 switch/case with fall-through, while/for/do loops (to a fixpoint), break/continue, goto and
-labels (forward and backward), return, and statement expressions; `#ifdef` blocks in a body are
+labels (forward and backward), return, calls that never return (`BUG()`, `panic()`: the path
+ends), and statement expressions; `#ifdef` blocks in a body are
 walked through their first branch.
 
 A rule describes its semantics with a `Transfer`:
@@ -31,27 +32,45 @@ tested by a condition, `assume()` refines the state of each branch.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Hashable, Iterable
 
 import tree_sitter
 
-from patchbench.checks.model import CallSite, Function
+from patchbench.checks.model import CallSite, Function, squeeze
 
 State = Hashable
 MAX_STATES = 128          # distinct states kept per program point; more paths are dropped
 LOOP_ROUNDS = 4           # a loop body is re-walked until its entry states stop changing, at most this often
 GOTO_ROUNDS = 3           # whole-body walks to settle backward gotos
+# Calls that never return: the path ends there (it is not a return path).
+NORETURN = frozenset({"BUG", "panic", "do_exit", "kthread_exit", "kthread_complete_and_exit",
+                      "__builtin_unreachable", "unreachable", "machine_halt", "emergency_restart"})
 
 
 class Transfer:
-    """The semantics a rule gives to calls and tests. Override what you need."""
+    """The semantics a rule gives to calls and tests. Override what you need.
+
+    With `correlate_branches = True` (frozenset states only), an `if (x)` on a condition without
+    calls (or only IS_ENABLED()-like ones) whose branches leave different states tags them with
+    ("branch", "x", True/False); a later `if (x)` sends each tagged state down its own branch only,
+    so `if (lock) spin_lock(l); ... if (lock) spin_unlock(l);` is balanced. Assigning a variable
+    named in x drops its tags.
+    """
+
+    correlate_branches = False
 
     def call(self, state: State, call: CallSite) -> State:
         return state
 
     def assume(self, state: State, call: CallSite, truth: bool) -> State:
         """State after a branch learnt that `call` returned nonzero (truth) or zero."""
+        return state
+
+    def test(self, state: State, expression: str, truth: bool, function: Function) -> State:
+        """State after a branch learnt that a call-free `expression` (`lock`, `q->lock`) is
+        nonzero (truth) or zero; expression is the squeezed source text."""
         return state
 
     def assign(self, state: State, target: str, value: tree_sitter.Node, function: Function) -> State:
@@ -88,6 +107,8 @@ def intersection(states: Iterable[frozenset]) -> frozenset:
     return frozenset.intersection(*states)
 
 
+# Calls that are compile-time constants: conditions made of them can be correlated.
+_CONSTANT_MACROS = frozenset({"IS_ENABLED", "IS_BUILTIN", "IS_MODULE", "IS_REACHABLE"})
 _LOOPS = ("while_statement", "for_statement", "do_statement")
 _SKIPPED = ("comment", "type_definition", "struct_specifier", "enum_specifier", "union_specifier",
             "preproc_def", "preproc_function_def", "preproc_call", "preproc_include", ";", "{", "}")
@@ -189,12 +210,47 @@ class _Walker:
         return states
 
     def if_statement(self, node: tree_sitter.Node, states: set) -> set:
-        taken, not_taken = self.condition(node.child_by_field_name("condition"), states)
+        condition = node.child_by_field_name("condition")
+        taken, not_taken = self.condition(condition, states)
         out = self.statement(node.child_by_field_name("consequence"), taken)
         alternative = node.child_by_field_name("alternative")
         if alternative is not None:
-            return out | self.statement(alternative, not_taken)
+            not_taken = self.statement(alternative, not_taken)
+        tag = self.branch_tag(condition)
+        if tag is not None and out != not_taken:
+            text, truth = tag
+            out = {state | {("branch", text, truth)} for state in out}
+            not_taken = {state | {("branch", text, not truth)} for state in not_taken}
         return out | not_taken
+
+    def branch_tag(self, condition: tree_sitter.Node | None) -> tuple[str, bool] | None:
+        """(text, truth) of a call-free condition, with `!` peeled off; None otherwise."""
+        if not self.transfer.correlate_branches or condition is None:
+            return None
+        node, truth = _unwrap(condition), True
+        while node.type == "unary_expression" and self.operator(node) == "!":
+            node, truth = _unwrap(node.child_by_field_name("argument")), not truth
+        if node.type not in ("identifier", "field_expression", "call_expression"):
+            return None
+        if any(c.name not in _CONSTANT_MACROS for c in self.function.calls_within(node)):
+            return None
+        return squeeze(self.text(node)), truth
+
+    def correlated(self, node: tree_sitter.Node, states: set) -> tuple[set, set, set]:
+        """(tagged true, tagged false, untagged) states for this condition."""
+        tag = self.branch_tag(node)
+        if tag is None:
+            return set(), set(), states
+        text, truth = tag
+        taken, not_taken, untagged = set(), set(), set()
+        for state in states:
+            if ("branch", text, truth) in state:
+                taken.add(state)
+            elif ("branch", text, not truth) in state:
+                not_taken.add(state)
+            else:
+                untagged.add(state)
+        return taken, not_taken, untagged
 
     def loop(self, node: tree_sitter.Node, states: set) -> set:
         kind = node.type
@@ -272,6 +328,8 @@ class _Walker:
     def call(self, call: CallSite, states: set) -> set:
         seen = self.result.at_call.setdefault(call, set())
         seen |= states
+        if call.name in NORETURN:
+            return set()
         return {self.transfer.call(state, call) for state in states}
 
     def assign(self, target: str, value: tree_sitter.Node | None, states: set) -> set:
@@ -284,12 +342,21 @@ class _Walker:
                 self.tested[target] = calls[-1]
         else:
             self.tested.pop(target, None)
+        if self.transfer.correlate_branches:
+            word = re.compile(rf"\b{re.escape(target)}\b")
+            states = {frozenset(f for f in state if not (isinstance(f, tuple) and f[0] == "branch"
+                                                         and word.search(f[1])))
+                      for state in states}
         return {self.transfer.assign(state, target, value, self.function) for state in states}
 
     def condition(self, node: tree_sitter.Node | None, states: set) -> tuple[set, set]:
         """(states where the condition is true, states where it is false)."""
         if node is None:
             return states, set()
+        taken, not_taken, states = self.correlated(node, states)
+        if taken or not_taken:
+            more_taken, more_not_taken = self.condition(node, states) if states else (set(), set())
+            return taken | more_taken, not_taken | more_not_taken
         node = _unwrap(node)
         kind = node.type
         if kind == "unary_expression" and self.operator(node) == "!":
@@ -324,10 +391,15 @@ class _Walker:
             tested = self.tested.get(self.text(node))
         else:
             states = self.expression(node, states)
-        if tested is None:
-            return states, states
-        return ({self.transfer.assume(state, tested, True) for state in states},
-                {self.transfer.assume(state, tested, False) for state in states})
+        taken, not_taken = states, states
+        if tested is not None:
+            taken = {self.transfer.assume(state, tested, True) for state in taken}
+            not_taken = {self.transfer.assume(state, tested, False) for state in not_taken}
+        if kind in ("identifier", "field_expression"):
+            text = squeeze(self.text(node))
+            taken = {self.transfer.test(state, text, True, self.function) for state in taken}
+            not_taken = {self.transfer.test(state, text, False, self.function) for state in not_taken}
+        return taken, not_taken
 
     def operator(self, node: tree_sitter.Node) -> str:
         operator = node.child_by_field_name("operator")

@@ -195,6 +195,25 @@ class FileModel:
         return (function is None or not function.is_static or name in self.address_taken
                 or name in self.registrations)
 
+    def only_reached_from(self, name: str, kinds: set[str]) -> bool:
+        """Every way into the function is a registration of one of `kinds` ("napi_poll", ...),
+        directly or through in-file callers that are themselves only reached that way."""
+        seen: set[str] = set()
+
+        def reached(current: str) -> bool:
+            if current in seen:
+                return True   # a cycle adds no new way in
+            seen.add(current)
+            registered = self.registrations.get(current, set())
+            if registered:
+                return registered <= kinds
+            callers = self.callers.get(current, [])
+            if not callers or self.has_unknown_callers(current):
+                return False
+            return all(c.function and reached(c.function) for c in callers)
+
+        return reached(name)
+
     def canonical(self, function: Function | None, expr: str) -> str:
         """One key for an access path: `&q->ring`, `q->ring`, `ring` (= &q->ring) -> "queue.ring"."""
         key = squeeze(expr)
@@ -283,7 +302,7 @@ def _function(source: bytes, node: tree_sitter.Node) -> Function | None:
     function = Function(
         name=name, node=node, body=body,
         start_line=node.start_point[0] + 1, end_line=node.end_point[0] + 1,
-        is_static=bool(re.match(r"\s*static\b", header)),
+        is_static=bool(re.search(r"\bstatic\b", header[:header.find(name)])),
         comment=_comment_above(source, node), body_comment=_first_body_comment(source, body),
         annotations=_annotations(header))
     for found in cparse.matches(_DECLS, node):

@@ -3,7 +3,8 @@
     results = summaries.solve(model, names, make_transfer, precondition, inherit)
 
 - `names`: the functions a rule cares about; their in-file callers are added (transitively), since
-  what a caller holds decides a callee's entry state.
+  what a caller holds decides a callee's entry state, and the in-file callees of all of these,
+  whose summaries give calls their effect.
 - `make_transfer(results)` returns the rule's Transfer; it may read `results[callee]` (the callee's
   current `Summary`) to give calls of in-file functions their effect, e.g. `Summary.always_exits_with`
   for "exits holding X" or `Summary.takes_and_releases` for "takes and releases X around its body".
@@ -53,7 +54,8 @@ class Summary:
         return gained and fact not in self.entry and not any(fact in s for s in self.exits)
 
 
-def _with_callers(model: FileModel, names: Iterable[str]) -> list[str]:
+def _with_callers_and_callees(model: FileModel, names: Iterable[str]) -> list[str]:
+    """names, their in-file callers (transitively), and every in-file callee of those."""
     wanted = {n for n in names if n in model.functions}
     pending = list(wanted)
     while pending:
@@ -61,6 +63,12 @@ def _with_callers(model: FileModel, names: Iterable[str]) -> list[str]:
             if call.function and call.function not in wanted:
                 wanted.add(call.function)
                 pending.append(call.function)
+    pending = list(wanted)
+    while pending:
+        for call in model.functions[pending.pop()].calls:
+            if call.name in model.functions and call.name not in wanted:
+                wanted.add(call.name)
+                pending.append(call.name)
     return _bottom_up(model, wanted)
 
 
@@ -91,7 +99,7 @@ def solve(model: FileModel, names: Iterable[str],
           make_transfer: Callable[[dict[str, Summary]], flow.Transfer],
           precondition: Callable[[Function], frozenset] = lambda function: frozenset(),
           inherit: Callable[[frozenset], frozenset] = lambda facts: facts) -> dict[str, Summary]:
-    order = _with_callers(model, names)
+    order = _with_callers_and_callees(model, names)
     entries = {name: precondition(model.functions[name]) for name in order}
     results: dict[str, Summary] = {}
     transfer = make_transfer(results)

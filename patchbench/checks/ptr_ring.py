@@ -1,0 +1,131 @@
+"""Shared logic of the two ptr_ring rules: a lockless primitive needs its ring's own lock.
+
+`check_side(model, rule, side)` finds the primitives of one side ("consumer" or "producer"),
+walks the functions calling them with lock semantics (patchbench.checks.locks) to a fixpoint over
+the file's call graph, and reports each call where the ring's lock is not held on every path.
+
+Held means: taken before on every path (spin_lock*, true branch of spin_trylock*, guard()),
+asserted (`lockdep_assert_held`), stated (`__must_hold`, or a comment "caller must hold
+...consumer_lock"), or held at every in-file call site of a function nobody else can call.
+The lock must belong to the same ring: keys are type-based access paths, so
+`spin_lock(&q->ring.consumer_lock)` covers `__ptr_ring_consume(&q->ring)` whatever the local names;
+a ring reached only through an untyped `struct ptr_ring *` parameter accepts any lock of its side.
+Exempt: a comment within 5 lines above the call or above the function saying the consumer is
+single / lockless / not resized; functions only reached from a NAPI poll; teardown functions;
+the KNOWN_SERIALISED allowlist; the primitives' own bodies (`__ptr_ring_*`).
+"""
+
+from __future__ import annotations
+
+import re
+from types import ModuleType
+
+from patchbench.checks import cparse, engine, locks, summaries
+from patchbench.checks.finding import Finding
+from patchbench.checks.model import CallSite, FileModel, Function
+
+PRIMITIVES = {
+    "consumer": {"__ptr_ring_consume", "__ptr_ring_consume_batched", "__ptr_ring_peek",
+                 "__ptr_ring_discard_one", "__ptr_ring_consume_created_space",
+                 "__ptr_ring_will_invalidate", "__skb_array_consume", "__skb_array_peek"},
+    "producer": {"__ptr_ring_produce", "__ptr_ring_full", "__skb_array_produce", "__skb_array_full"},
+}
+# Lockless-safe only while the ring is never resized: a warning in files that resize rings.
+RESIZE_SENSITIVE = {"__ptr_ring_empty", "__skb_array_empty"}
+
+_EXEMPTING_COMMENT = re.compile(r"single[ -]consumer|single[ -]producer|lockless|no.?resize", re.I)
+_CALLER_HOLDS = re.compile(r"(caller|must|hold|held|under)[^.;]{0,60}(consumer|producer)_lock", re.I)
+_TEARDOWN = re.compile(r"(cleanup|destroy|_free|purge|teardown|_reset|_exit)$|_fini", re.I)
+_COMMENT_WINDOW = 5
+# A NAPI poll is one consumer at a time by construction (RULES.md (a), exemption 1).
+_SERIALISED_CONTEXTS = {"napi_poll"}
+# Consumers serialised by a protocol that cannot be read from the code: (path suffix, function).
+KNOWN_SERIALISED = {
+    ("net/sched/sch_generic.c", "pfifo_fast_dequeue"): "qdisc seqlock taken in qdisc_run_begin()",
+    ("net/sched/sch_generic.c", "pfifo_fast_peek"): "qdisc seqlock taken in qdisc_run_begin()",
+    ("net/sched/sch_generic.c", "pfifo_fast_reset"): "reset runs under the qdisc lock",
+    ("net/core/page_pool.c", "page_pool_refill_alloc_cache"): "softirq-owned alloc cache",
+}
+
+
+def check_side(model: FileModel, rule: ModuleType, side: str) -> list[Finding]:
+    found = cparse.captures(cparse.rule_query(rule.ID), model.tree.root_node)
+    wanted = PRIMITIVES[side] | (RESIZE_SENSITIVE if side == "consumer" and found.get("resize_call")
+                                 else set())
+    calls = [c for f in model.functions.values() if not f.name.startswith(("__ptr_ring", "__skb_array"))
+             for c in f.calls if c.name in wanted]
+    if not calls:
+        return []
+    lock_name = f"{side}_lock"
+    results = summaries.solve(
+        model, {c.function for c in calls}, lambda s: locks.LockTransfer(model, s),
+        precondition=lambda f: _precondition(model, f, lock_name),
+        inherit=lambda facts: frozenset(f for f in facts if f[0] == "held"))
+    findings = []
+    for call in calls:
+        function = model.functions[call.function]
+        states = results[call.function].result.states_at(call)
+        ring = _ring_key(model, function, call)
+        holding = [any(_covers(key, ring, lock_name) for key in locks.held(s)) for s in states]
+        if all(holding) or _exempt(model, function, call):
+            continue
+        findings.append(engine.finding(rule, model, call.node, function.name,
+                                       _message(call, lock_name, any(holding)),
+                                       severity="warning" if call.name in RESIZE_SENSITIVE else None))
+    findings.extend(_created_space_misuse(model, rule, calls))
+    return findings
+
+
+def _precondition(model: FileModel, function: Function, lock_name: str) -> frozenset:
+    keys = set(locks.annotated_keys(model, function, "__must_hold", "__releases"))
+    if _CALLER_HOLDS.search(function.comment) and lock_name in function.comment:
+        keys.add(f"*.{lock_name}")
+    return frozenset({("held", k) for k in keys} | {("caller", k) for k in keys})
+
+
+def _ring_key(model: FileModel, function: Function, call: CallSite) -> str:
+    ring = model.canonical(function, call.args[0]) if call.args else ""
+    if call.name.startswith("__skb_array") or ring == "skb_array":
+        ring += ".ring"
+    return ring
+
+
+def _covers(key: str, ring: str, lock_name: str) -> bool:
+    """The held lock `key` is the `lock_name` of `ring` (or may be, for an opaque ring)."""
+    if key == f"{ring}.{lock_name}" or key == f"*.{lock_name}":
+        return True
+    opaque = "." not in ring or ring == "skb_array.ring"
+    return opaque and key.endswith(f".{lock_name}")
+
+
+def _exempt(model: FileModel, function: Function, call: CallSite) -> bool:
+    if _TEARDOWN.search(function.name) or model.only_reached_from(function.name, _SERIALISED_CONTEXTS):
+        return True
+    if any(model.path.endswith(path) and function.name == name for path, name in KNOWN_SERIALISED):
+        return True
+    if _EXEMPTING_COMMENT.search(function.comment) or _EXEMPTING_COMMENT.search(function.body_comment):
+        return True
+    lines = model.source.split(b"\n")[max(function.start_line, call.line - _COMMENT_WINDOW) - 1:call.line]
+    return any(_EXEMPTING_COMMENT.search(line.decode("utf-8", "replace")) for line in lines)
+
+
+def _message(call: CallSite, lock_name: str, on_some_paths: bool) -> str:
+    ring = call.args[0].lstrip("&") if call.args else "the ring"
+    where = "on some paths" if on_some_paths else "here or in every caller"
+    return f"{call.name}({ring}) without {ring}'s {lock_name} held {where}"
+
+
+def _created_space_misuse(model: FileModel, rule: ModuleType, calls: list[CallSite]) -> list[Finding]:
+    """__ptr_ring_consume_created_space() is documented as invalid after a batched consume."""
+    findings = []
+    for call in calls:
+        if call.name != "__ptr_ring_consume_created_space":
+            continue
+        function = model.functions[call.function]
+        ring = _ring_key(model, function, call)
+        if any(c.name == "__ptr_ring_consume_batched" and c.end <= call.start
+               and _ring_key(model, function, c) == ring for c in function.calls):
+            findings.append(engine.finding(
+                rule, model, call.node, function.name,
+                f"__ptr_ring_consume_created_space({ring}) after __ptr_ring_consume_batched()"))
+    return findings
