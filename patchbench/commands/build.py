@@ -1,0 +1,91 @@
+"""`patchbench build SOURCE|A..B --tree DIR`: compile what each patch touched (W=1, before and after)
+and report the warnings each patch added, by identity; `--full` also builds the head's kernel image."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from patchbench.dispatch import commits, progress, workspace
+from patchbench.dispatch.jobs import JobResult, Target
+from patchbench.dispatch.kconfig import KernelConfig
+from patchbench.dispatch.runner import LocalRunner, default_context, plan
+from patchbench.dispatch.store import ResultStore
+from patchbench.errors import BadInput
+from patchbench.report import jobs as jobs_report
+from patchbench.tree import ApplyResult
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("build", help="build each patch's touched objects and report new warnings")
+    add_series_arguments(parser)
+    parser.add_argument("--full", action="store_true", help="also build the whole kernel at the series head")
+    add_dispatch_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def add_series_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", metavar="SOURCE", help="a series (mbox, maildir, ...) or a commit range A..B")
+    parser.add_argument("--tree", metavar="DIR", default=".", help="the kernel git repository (default: .)")
+    parser.add_argument("--base", metavar="REV", help="apply the series onto REV instead of its base-commit:")
+    parser.add_argument("--version", type=int, metavar="N", help="pick version N of the series")
+
+
+def add_dispatch_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FRAGMENT", action="append", default=[], type=Path,
+                        help="a Kconfig fragment merged over the netdev test config (repeatable)")
+    parser.add_argument("--no-sandbox", action="store_true",
+                        help="run make without bubblewrap (only for a series you trust)")
+    parser.add_argument("--build-timeout", type=float, default=3600.0, metavar="S", help="per build job")
+    parser.add_argument("--boot-timeout", type=float, default=60.0, metavar="S",
+                        help="per boot job under KVM; tripled under TCG (default: 60)")
+    parser.add_argument("--cache", type=Path, default=None, metavar="DIR",
+                        help="build directories, kernels and results (default: ~/.cache/patchbench)")
+    parser.add_argument("--logs", type=Path, default=None, metavar="DIR", help="where job logs go")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def applied_from(args) -> ApplyResult:
+    """The commits to work on: a range of the tree, or the series applied in isolation."""
+    repo = Path(args.tree)
+    if not (repo / ".git").exists():
+        raise BadInput(f"not a git repository: {repo}")
+    if commits.is_range(repo, args.source):
+        return commits.applied_range(repo, args.source)
+    from patchbench.series import load_series
+    from patchbench.tree import apply_series
+    return apply_series(load_series(args.source, args.version), repo, args.base)
+
+
+def dispatch(applied: ApplyResult, args, *, objects: bool, kernel: bool, boot: bool) -> list[JobResult]:
+    cache = args.cache or workspace.cache_root()
+    target = Target(applied.repo.resolve(), applied.base, KernelConfig.netdev(args.config),
+                    sandboxed=not args.no_sandbox)
+    jobs = plan(applied, target, objects=objects, kernel=kernel, boot=boot,
+                build_timeout=args.build_timeout, boot_timeout=args.boot_timeout)
+    store = ResultStore(cache / "results.sqlite")
+    try:
+        ctx = default_context(args.logs, cache, progress.for_stream(sys.stderr))
+        return LocalRunner(store).run(jobs, ctx)
+    finally:
+        store.close()
+
+
+def print_results(applied: ApplyResult, results: list[JobResult], fmt: str) -> int:
+    if fmt == "json":
+        print(json.dumps({"base": applied.base, "head": applied.head, "jobs": jobs_report.to_json(results)},
+                         indent=2))
+    else:
+        print(jobs_report.to_text(results))
+    return jobs_report.exit_code(results)
+
+
+def run(args) -> int:
+    applied = applied_from(args)
+    if applied.failed is not None:
+        print(f"patchbench: patch {applied.failed.index} does not apply: {applied.failed.reason}", file=sys.stderr)
+    results = dispatch(applied, args, objects=True, kernel=args.full, boot=False)
+    code = print_results(applied, results, args.format)
+    return 1 if applied.failed is not None else code

@@ -1,0 +1,46 @@
+"""`patchbench results`: the stored build and boot job results, newest first."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from patchbench.dispatch import workspace
+from patchbench.dispatch.jobs import STATUSES
+from patchbench.dispatch.store import ResultStore
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("results", help="show stored build and boot job results")
+    parser.add_argument("--db", type=Path, default=None, metavar="FILE",
+                        help="results database (default: ~/.cache/patchbench/results.sqlite)")
+    parser.add_argument("--commit", metavar="SHA", help="only jobs on commits starting with SHA")
+    parser.add_argument("--status", choices=STATUSES, help="only jobs with this status")
+    parser.add_argument("--fingerprint", metavar="FP", help="every job that failed with this fingerprint")
+    parser.add_argument("--limit", type=int, default=50)
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    store = ResultStore(args.db or workspace.cache_root() / "results.sqlite")
+    try:
+        if args.fingerprint:
+            rows = store.query("fingerprint = ?", (args.fingerprint,), args.limit)
+        else:
+            rows = store.recent(args.limit, args.commit, args.status)
+    finally:
+        store.close()
+    if args.format == "json":
+        print(json.dumps([{"id": r.id, "run": r.run, "finished": r.finished, "repo": r.repo, **r.data}
+                          for r in rows], indent=2))
+        return 0
+    for r in rows:
+        d = r.data
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.finished))
+        what = "kernel" if d.get("scope") == "kernel" else d["kind"]
+        patch = f"patch {d['patch']}" if d.get("patch") is not None else "head"
+        extra = d.get("fingerprint") or d.get("reason") or ""
+        print(f"{when} {r.run} {what:6} {patch:8} {d['commit'][:12]} {d['status']:5} {d['seconds']:7.1f} s  {extra}")
+    return 0

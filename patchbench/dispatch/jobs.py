@@ -1,0 +1,89 @@
+"""Jobs are data: what to build or boot, on which commit, with which config; and what came of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from patchbench.dispatch.kbuild import DEFAULT_MAKE_VARS
+from patchbench.dispatch.kconfig import KernelConfig
+from patchbench.dispatch.warnings import Diagnostic
+
+STATUSES = ("pass", "fail", "error", "skip")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A source tree state and how it is configured and built: the key of its cached build directory."""
+    repo: Path
+    base: str                      # the build directory is kept per base; commits on top rebuild incrementally
+    config: KernelConfig = field(default_factory=KernelConfig)
+    make_vars: tuple[tuple[str, str], ...] = tuple(sorted(DEFAULT_MAKE_VARS.items()))
+    sandboxed: bool = True
+
+
+@dataclass(frozen=True)
+class ObjectsJob:
+    """Compile the objects a patch touched before and after it; report warnings new by identity."""
+    target: Target
+    patch: int | None
+    parent: str
+    commit: str
+    files: tuple[str, ...]
+    timeout: float = 900.0
+    kind: str = "build"
+
+
+@dataclass(frozen=True)
+class KernelJob:
+    """Build the whole kernel image at `commit` (the series head), for booting."""
+    target: Target
+    commit: str
+    patch: int | None = None
+    timeout: float = 3600.0
+    kind: str = "build"
+
+
+@dataclass(frozen=True)
+class BootJob:
+    """Boot the kernel built by the KernelJob of the same target and commit; run the smoke test."""
+    target: Target
+    commit: str
+    patch: int | None = None
+    timeout: float = 60.0          # seconds under KVM; stretched under TCG
+    kind: str = "boot"
+
+
+Job = ObjectsJob | KernelJob | BootJob
+
+
+@dataclass
+class JobResult:
+    kind: str
+    patch: int | None
+    commit: str
+    status: str                    # one of STATUSES
+    seconds: float
+    scope: str = ""                # for builds: "objects" (touched by the patch) or "kernel" (whole image)
+    reason: str = ""               # why it failed, errored or was skipped
+    log: str | None = None         # build log or console path
+    new_warnings: list[Diagnostic] = field(default_factory=list)
+    fixed_warnings: list[Diagnostic] = field(default_factory=list)
+    objects: list[str] = field(default_factory=list)
+    fingerprint: str | None = None
+    splats: list[str] = field(default_factory=list)   # fingerprints of every splat, in console order
+    seen_before: list[str] = field(default_factory=list)  # earlier commits that failed with this fingerprint
+    accel: str | None = None
+    image: str | None = None       # the bzImage a full build produced
+
+    def to_json(self) -> dict:
+        data = {"kind": self.kind, "patch": self.patch, "commit": self.commit, "status": self.status,
+                "seconds": round(self.seconds, 1), "reason": self.reason or None}
+        if self.kind == "build":
+            data.update(scope=self.scope, new_warnings=[d.to_json() for d in self.new_warnings],
+                        fixed_warnings=[d.to_json() for d in self.fixed_warnings],
+                        objects=self.objects, image=self.image, log=self.log)
+        else:
+            data.update(fingerprint=self.fingerprint, splats=self.splats, seen_before=self.seen_before,
+                        console=self.log, accel=self.accel)
+        return data

@@ -1,0 +1,84 @@
+"""Plan jobs for an applied series and run them through a runner; the local runner is the default."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Protocol
+
+from patchbench.dispatch.boot import run_boot
+from patchbench.dispatch.build import Context, JobFailed, run_kernel, run_objects
+from patchbench.dispatch.jobs import BootJob, Job, JobResult, KernelJob, ObjectsJob, Target
+from patchbench.dispatch.store import ResultStore
+from patchbench.tree import ApplyResult
+
+
+def plan(applied: ApplyResult, target: Target, *, objects: bool = True, kernel: bool = False,
+         boot: bool = False, build_timeout: float = 3600.0, boot_timeout: float = 60.0) -> list[Job]:
+    """Per patch an objects build; then, when asked, the whole kernel at the head and its boot."""
+    jobs: list[Job] = []
+    if objects:
+        jobs += [ObjectsJob(target, p.index, p.parent, p.commit, tuple(p.files), build_timeout)
+                 for p in applied.applied]
+    head_patch = applied.applied[-1].index if applied.applied else None
+    if kernel or boot:
+        jobs.append(KernelJob(target, applied.head, head_patch, build_timeout))
+    if boot:
+        jobs.append(BootJob(target, applied.head, head_patch, timeout=boot_timeout))
+    return jobs
+
+
+class Runner(Protocol):
+    def run(self, jobs: list[Job], ctx: Context) -> list[JobResult]: ...
+
+
+class LocalRunner:
+    """Runs the jobs one after another on this machine, storing each result as it finishes."""
+
+    def __init__(self, store: ResultStore | None = None):
+        self.store = store
+        self.run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+    def run(self, jobs: list[Job], ctx: Context) -> list[JobResult]:
+        results = []
+        try:
+            for job in jobs:
+                ctx.progress.start(_scope(job) or job.kind, job.patch, job.commit)
+                result = self._one(job, ctx)
+                ctx.progress.finish(result.status, result.reason)
+                results.append(result)
+        finally:
+            ctx.progress.close()
+        return results
+
+    def _one(self, job: Job, ctx: Context) -> JobResult:
+        start = time.monotonic()
+        try:
+            if isinstance(job, ObjectsJob):
+                result = run_objects(job, ctx)
+            elif isinstance(job, KernelJob):
+                result = run_kernel(job, ctx)
+            else:
+                result = run_boot(job, ctx)
+        except JobFailed as failed:
+            result = JobResult(job.kind, job.patch, job.commit, failed.status, time.monotonic() - start,
+                               reason=failed.reason, scope=_scope(job))
+        except OSError as exc:  # the machine could not run the job (disk, missing tool, permissions)
+            result = JobResult(job.kind, job.patch, job.commit, "error", time.monotonic() - start,
+                               reason=str(exc), scope=_scope(job))
+        if self.store is not None:
+            if result.fingerprint:
+                result.seen_before = sorted({r.data["commit"] for r in
+                                             self.store.seen_before(result.fingerprint, self.run_id)})
+            self.store.add(self.run_id, job.target.repo, result)
+        return result
+
+
+def _scope(job: Job) -> str:
+    return {ObjectsJob: "objects", KernelJob: "kernel"}.get(type(job), "")  # only builds have a scope
+
+
+def default_context(logs: Path | None, cache: Path, progress) -> Context:
+    run_logs = logs or cache / "logs" / time.strftime("%Y%m%dT%H%M%S")
+    return Context(cache=cache, logs=run_logs, progress=progress)

@@ -1,0 +1,88 @@
+"""Run one command of an untrusted series: bubblewrap (no network, writes only where allowed) and a timeout."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from patchbench.errors import BadInput
+
+LineSink = Callable[[str], None]
+
+
+@dataclass
+class Completed:
+    returncode: int | None         # None when killed at the timeout
+    output: str                    # stdout and stderr interleaved, as printed
+    seconds: float
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+
+def bwrap_prefix(writable: list[Path]) -> list[str]:
+    """Read-only view of the host, private /tmp, no network; only `writable` can be written."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise BadInput("bubblewrap (bwrap) is not installed; it sandboxes untrusted builds "
+                       "(apt-get install bubblewrap, or pass --no-sandbox for a trusted series)")
+    cmd = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+           "--unshare-all", "--die-with-parent"]
+    for path in writable:
+        cmd += ["--bind", str(path), str(path)]
+    return cmd
+
+
+def run(argv: list[str], *, timeout: float, log: Path, cwd: Path | None = None,
+        env: dict[str, str] | None = None, sandbox: list[Path] | None = None,
+        on_line: LineSink | None = None) -> Completed:
+    """Run argv (inside bwrap when `sandbox` lists the writable paths), logging every line.
+
+    The whole process group is killed at `timeout` seconds; the log says so.
+    """
+    if sandbox is not None:
+        argv = bwrap_prefix(sandbox) + argv
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    lines: list[str] = []
+    with open(log, "a", encoding="utf-8", errors="replace") as out:
+        out.write(f"$ {' '.join(argv)}\n")
+        out.flush()
+        proc = subprocess.Popen(argv, cwd=cwd, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        fired = threading.Event()
+        timer = threading.Timer(timeout, lambda: (fired.set(), _kill_group(proc)))
+        timer.start()
+        try:
+            for raw in proc.stdout:
+                line = raw.decode("utf-8", "replace")
+                lines.append(line)
+                out.write(line)
+                if on_line:
+                    on_line(line.rstrip("\n"))
+            proc.wait()
+        except BaseException:
+            _kill_group(proc)
+            raise
+        finally:
+            timer.cancel()
+        killed = fired.is_set()
+        seconds = time.monotonic() - start
+        if killed:
+            out.write(f"patchbench: killed after {timeout:.0f} s timeout\n")
+    return Completed(None if killed else proc.returncode, "".join(lines), seconds)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

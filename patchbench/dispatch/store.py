@@ -1,0 +1,75 @@
+"""Job results kept in SQLite (``<cache>/results.sqlite`` by default), one row per job run."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchbench.dispatch.jobs import JobResult
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS results (
+    id INTEGER PRIMARY KEY,
+    run TEXT NOT NULL,             -- one id per patchbench invocation
+    finished REAL NOT NULL,        -- unix time
+    repo TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    patch INTEGER,
+    commit_sha TEXT NOT NULL,
+    status TEXT NOT NULL,
+    fingerprint TEXT,
+    seconds REAL NOT NULL,
+    data TEXT NOT NULL             -- the job's JSON, as reported
+);
+CREATE INDEX IF NOT EXISTS results_fingerprint ON results(fingerprint);
+"""
+
+
+@dataclass
+class StoredResult:
+    id: int
+    run: str
+    finished: float
+    repo: str
+    data: dict
+
+
+class ResultStore:
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.db = sqlite3.connect(path, timeout=30)
+        self.db.executescript(SCHEMA)
+
+    def add(self, run: str, repo: Path, result: JobResult) -> None:
+        with self.db:
+            self.db.execute(
+                "INSERT INTO results (run, finished, repo, kind, patch, commit_sha, status, fingerprint,"
+                " seconds, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run, time.time(), str(repo), result.kind, result.patch, result.commit, result.status,
+                 result.fingerprint, result.seconds, json.dumps(result.to_json())))
+
+    def seen_before(self, fingerprint: str, run: str) -> list[StoredResult]:
+        """Earlier runs' results with the same crash fingerprint: the same crash recognised again."""
+        return self.query("fingerprint = ? AND run != ?", (fingerprint, run))
+
+    def recent(self, limit: int = 50, commit: str | None = None, status: str | None = None) -> list[StoredResult]:
+        clauses, params = ["1"], []
+        if commit:
+            clauses.append("commit_sha LIKE ?")
+            params.append(commit + "%")
+        if status:
+            clauses.append("status = ?")
+            params.append(status)
+        return self.query(" AND ".join(clauses), tuple(params), limit)
+
+    def query(self, where: str, params: tuple, limit: int = 1000) -> list[StoredResult]:
+        rows = self.db.execute(f"SELECT id, run, finished, repo, data FROM results WHERE {where}"
+                               " ORDER BY id DESC LIMIT ?", (*params, limit))
+        return [StoredResult(i, run, finished, repo, json.loads(data)) for i, run, finished, repo, data in rows]
+
+    def close(self) -> None:
+        self.db.close()

@@ -1,0 +1,104 @@
+"""Where builds happen: cached build directories keyed by tree, base, config and make variables.
+
+Layout under the cache root (``$PATCHBENCH_CACHE``, default ``~/.cache/patchbench``)::
+
+    builds/<key>/slot-<n>/src      a detached `git worktree` of the user's repository
+    builds/<key>/slot-<n>/obj      the configured O= directory, kept between runs
+    builds/<key>/slot-<n>/ccache   this build directory's compiler cache
+
+Kbuild recompiles whatever sees a changed command line, so every set of make variables gets its own
+directory. A slot is held under an exclusive lock, so concurrent builds with the same key each get
+their own worktree; switching a slot's worktree to another commit rewrites only the files that
+differ, and make then rebuilds only what depends on them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from patchbench.errors import BadInput
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("PATCHBENCH_CACHE", Path.home() / ".cache" / "patchbench"))
+
+
+@dataclass(frozen=True)
+class Slot:
+    root: Path
+    repo: Path
+
+    @property
+    def src(self) -> Path:
+        return self.root / "src"
+
+    @property
+    def obj(self) -> Path:
+        return self.root / "obj"
+
+    @property
+    def ccache(self) -> Path:
+        return self.root / "ccache"
+
+    def checkout(self, commit: str) -> None:
+        """Materialise `commit` in this slot's worktree, never touching the user's checkout."""
+        if not (self.src / ".git").exists():
+            shutil.rmtree(self.src, ignore_errors=True)
+            _git(self.repo, "worktree", "prune")
+            _git(self.repo, "worktree", "add", "--detach", "--force", str(self.src), commit)
+        else:
+            _git(self.src, "checkout", "--detach", "--force", "--quiet", commit)
+        # A worktree is clean by construction; remove anything a previous run left behind.
+        _git(self.src, "clean", "-fdxq")
+
+
+def _git(repo: Path, *args: str) -> str:
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BadInput(f"git {' '.join(args[:2])} in {repo}: {proc.stderr.strip().splitlines()[-1:]}")
+    return proc.stdout.strip()
+
+
+def resolve(repo: Path, rev: str) -> str:
+    return _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+
+
+def build_key(repo: Path, base: str, config_text: str, make_vars: dict[str, str]) -> str:
+    material = "\0".join([str(repo.resolve()), base, config_text,
+                          *(f"{k}={v}" for k, v in sorted(make_vars.items()))])
+    return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+@contextmanager
+def hold_slot(repo: Path, key: str, root: Path | None = None) -> Iterator[Slot]:
+    """Lock the first free slot of build directory `key` (creating one when all are busy)."""
+    key_dir = (root or cache_root()) / "builds" / key
+    key_dir.mkdir(parents=True, exist_ok=True)
+    n = 0
+    while True:
+        slot_dir = key_dir / f"slot-{n}"
+        slot_dir.mkdir(exist_ok=True)
+        lock = open(slot_dir / ".lock", "w")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            n += 1
+            continue
+        try:
+            (slot_dir / "repo").write_text(str(repo.resolve()) + "\n")
+            slot = Slot(slot_dir, repo.resolve())
+            for d in (slot.obj, slot.ccache):
+                d.mkdir(exist_ok=True)
+            yield slot
+        finally:
+            lock.close()
+        return

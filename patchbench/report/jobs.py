@@ -1,0 +1,38 @@
+"""Build and boot job results in the report: text for people, JSON for tools (DESIGN.md `jobs`)."""
+
+from __future__ import annotations
+
+from patchbench.dispatch.jobs import JobResult
+
+
+def to_json(results: list[JobResult]) -> list[dict]:
+    return [r.to_json() for r in results]
+
+
+def _title(result: JobResult) -> str:
+    what = "kernel" if result.scope == "kernel" else result.kind
+    where = f"patch {result.patch}" if result.patch is not None and result.scope != "kernel" else "head"
+    return f"{what} {where} {result.commit[:12]}"
+
+
+def to_text(results: list[JobResult]) -> str:
+    lines = []
+    for r in results:
+        reason = f": {r.reason}" if r.reason else ""
+        lines.append(f"{_title(r)}: {r.status}{reason} ({r.seconds:.1f} s)")
+        for d in r.new_warnings:
+            lines.append(f"    new {d.kind}: {d.file}:{d.line}: {d.function or '<top level>'}: {d.message}"
+                         + (f" [{d.flag}]" if d.flag else ""))
+        for d in r.fixed_warnings:
+            lines.append(f"    fixed {d.kind}: {d.file}: {d.function or '<top level>'}: {d.message}"
+                         + (f" [{d.flag}]" if d.flag else ""))
+        if r.fingerprint:
+            seen = f" (seen before on {', '.join(c[:12] for c in r.seen_before)})" if r.seen_before else ""
+            lines.append(f"    fingerprint {r.fingerprint}{seen}")
+        if r.status in ("fail", "error") and r.log:
+            lines.append(f"    {'console' if r.kind == 'boot' else 'log'}: {r.log}")
+    return "\n".join(lines)
+
+
+def exit_code(results: list[JobResult]) -> int:
+    return 1 if any(r.status in ("fail", "error") for r in results) else 0
