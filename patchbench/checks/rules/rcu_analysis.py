@@ -1,0 +1,536 @@
+"""The read-side analysis both RCU rules report from (a module of helpers: no rule ID here).
+
+`analyse(model)` walks every function that dereferences RCU-protected pointers (and the in-file
+callers those depend on) with `flow.walk`, from an entry state solved over the call graph, and
+returns the `Site`s the rules judge: each dereference primitive with the states reaching it, and
+each use of a pointer local with the states reaching that use.
+
+Facts in a state (frozensets of tuples):
+- ("r", family, level, origin): a reader/RTNL family held (see rcu_primitives); `level` counts
+  nesting; origin is "own" (taken here), "entry" (a caller, context or stated precondition), or
+  "assumed" (callers unknown: assumed held, unless this function takes that family itself);
+- ("lock", key, origin): a named spinlock/mutex held, key as `FileModel.canonical`;
+- ("t", var, primitive, root, status, call): pointer local `var` holds a value obtained inside a
+  section this function opened (`root` is the local it was first read into, `call` the start byte
+  of the primitive call it was assigned from, -1 for derived values); status "live", or "stale"
+  once no reader is held any more;
+- ("a", var): `var` holds the result of rcu_access_pointer().
+
+Entry of a function: its stated precondition plus what every way in provides: each in-file call
+site (the caller's state there), each known registration context (rcu_primitives.CONTEXTS), and,
+for non-static, address-taken or uncalled functions, the assumed universe of all families.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+
+import tree_sitter
+
+from patchbench.checks import cparse, flow
+from patchbench.checks.model import CallSite, FileModel, Function, squeeze
+from patchbench.checks.rules import rcu_primitives as P
+
+ROUNDS = 4
+MAX_LEVEL = 4
+USE = "<use>"    # name of the pseudo call sites that stand for uses of pointer locals
+
+ESCAPES = "rcu-pointer-escapes"        # queries/<id>.scm
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+@dataclass
+class Site:
+    """A place the rules judge: a primitive call, a call of an in-file RCU helper, or a use."""
+    call: CallSite
+    need: P.Need | None            # None for uses
+    states: set                    # states reaching it
+    function: "FunctionInfo"
+
+
+@dataclass
+class FunctionInfo:
+    function: Function             # with the pseudo use sites added to its calls
+    owned: frozenset               # families it takes itself
+    owned_locks: frozenset         # lock keys it takes itself
+    precondition: frozenset        # entry facts it states itself
+    requires_reader: bool          # stated RCU precondition: callers must provide a section
+    pointers: frozenset            # pointer locals and parameters
+    relevant: bool                 # holds a site the rules judge
+
+
+@dataclass
+class Analysis:
+    model: FileModel
+    infos: dict[str, FunctionInfo]
+    known_locks: frozenset
+    sites: list[Site] = field(default_factory=list)
+
+
+# -- facts -------------------------------------------------------------------------------------
+
+def effective(state: frozenset, info: FunctionInfo) -> tuple[set, set]:
+    """(families, lock keys) held in `state` for the function `info`."""
+    families, locks = set(), set()
+    for fact in state:
+        if fact[0] == "r":
+            if fact[3] != "assumed" or fact[1] not in info.owned:
+                families.add(fact[1])
+        elif fact[0] == "lock":
+            if fact[2] != "assumed" or fact[1] not in info.owned_locks:
+                locks.add(fact[1])
+    return families, locks
+
+
+def _acquire(state: frozenset, family: str) -> frozenset:
+    level = max((f[2] for f in state if f[0] == "r" and f[1] == family), default=0) + 1
+    return state | {("r", family, min(level, MAX_LEVEL), "own")}
+
+
+def _release(state: frozenset, family: str) -> frozenset:
+    held = [f for f in state if f[0] == "r" and f[1] == family]
+    if not held:
+        return state
+    return state - {max(held, key=lambda f: (f[2], f[3] == "own"))}
+
+
+def _entry_facts(families, origin: str) -> frozenset:
+    return frozenset(("r", family, 1, origin) for family in families)
+
+
+# -- per-function facts ------------------------------------------------------------------------
+
+def _pointer_locals(model: FileModel, function: Function) -> frozenset:
+    names = set()
+    for node in cparse.captures(cparse.rule_query(ESCAPES), function.node).get("pointer", []):
+        while node is not None and node.type != "identifier":
+            node = node.child_by_field_name("declarator")
+        if node is not None:
+            names.add(model.text(node))
+    return frozenset(names)
+
+
+def _use_sites(model: FileModel, function: Function, candidates: frozenset) -> list[CallSite]:
+    """Pseudo call sites for each use of a candidate local: p->f, *p, p[i], f(p), return p."""
+    uses = []
+    for found in cparse.matches(cparse.rule_query(ESCAPES), function.body):
+        if "var" not in found:
+            continue
+        var = model.text(found["var"][0])
+        if var not in candidates:
+            continue
+        if "callee" in found and squeeze(model.text(found["callee"][0])) in P.NOT_A_USE:
+            continue
+        how = next(kind for kind in ("deref", "pass", "return") if kind in found)
+        node = found[how][0]
+        uses.append(CallSite(USE, [var, how], node, node.start_point[0] + 1, function.name))
+    return uses
+
+
+def _candidates(model: FileModel, function: Function, pointers: frozenset) -> frozenset:
+    """Pointer locals that may receive an RCU-protected value (directly or through another)."""
+    text = model.text(function.body)
+    if not re.search(r"rcu_dereference|srcu_dereference|rcu_access_pointer|_rcu\s*\(", text):
+        return frozenset()
+    values = {}
+    for target, value in function.aliases.items():
+        values[target] = value
+    assigned = re.findall(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]*);", text)
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for target, value in assigned:
+            if target in pointers and target not in found and (
+                    re.search(r"rcu_dereference|srcu_dereference|rcu_access_pointer|_rcu\s*\(", value)
+                    or any(w in found for w in _WORD.findall(value))):
+                found.add(target)
+                changed = True
+    return frozenset(found)
+
+
+def _stated_precondition(model: FileModel, function: Function) -> tuple[frozenset, bool]:
+    facts: set = set()
+    lines = model.source.split(b"\n")
+    above = b"\n".join(lines[max(0, function.start_line - 6):function.start_line - 1]).decode(
+        "utf-8", "replace")
+    reader = bool(function.name.endswith("_rcu")
+                  or P.PRECONDITION_COMMENT.search(function.comment or "")
+                  or P.PRECONDITION_COMMENT.search(function.body_comment or "")
+                  or ("/*" in above or "//" in above) and P.PRECONDITION_COMMENT.search(above))
+    for name, argument in function.annotations:
+        if argument == "RCU" and name in ("__must_hold", "__releases"):
+            reader = True
+        elif name == "__must_hold":
+            facts.add(("lock", model.canonical(function, argument), "entry"))
+    for call in function.calls:
+        if call.name in P.RCU_ASSERTS:
+            reader = True
+        elif call.name in P.RTNL_ASSERTS:
+            facts.add(("r", "rtnl", 1, "entry"))
+        elif call.name in P.LOCK_ASSERTS and call.args:
+            facts.add(("lock", model.canonical(function, call.args[0]), "entry"))
+    if reader:
+        facts |= _entry_facts(P.READERS - {"spin"}, "entry")
+    return frozenset(facts), reader
+
+
+def _lock_op(call: CallSite):
+    match = P.LOCK_CALL.match(call.name)
+    if not match or not call.args:
+        return None
+    return match.group("kind"), match.group("op"), match.group("suffix") or ""
+
+
+def _function_info(model: FileModel, function: Function, helpers: set[str]) -> FunctionInfo:
+    owned: set = set()
+    owned_locks: set = set()
+    relevant = False
+    for call in function.calls:
+        section = P.SECTIONS.get(call.name)
+        if call.name in P.EXPLICIT_OPENERS or call.name == "guard(rcu)":
+            owned |= P.OWNED_WITH_SECTION
+        elif section and section[1] >= 0 and section[0] in ("rtnl", "srcu"):
+            owned.add(section[0])
+        lock = _lock_op(call)
+        if lock and lock[1] != "unlock":
+            owned_locks.add(model.canonical(function, call.args[0]))
+        if need_of(call, helpers) is not None or call.name == P.ACCESS:
+            relevant = True
+    pointers = _pointer_locals(model, function)
+    candidates = _candidates(model, function, pointers)
+    augmented = function
+    if candidates:
+        augmented = copy.copy(function)
+        augmented.calls = function.calls + _use_sites(model, function, candidates)
+        augmented.calls.sort(key=lambda c: (c.end, -c.start))
+        augmented._index()
+        relevant = True
+    precondition, requires_reader = _stated_precondition(model, function)
+    return FunctionInfo(augmented, frozenset(owned), frozenset(owned_locks), precondition,
+                        requires_reader, pointers, relevant)
+
+
+def need_of(call: CallSite, helpers: set[str]) -> P.Need | None:
+    """What the call needs at its site, None when it needs nothing."""
+    need = P.DEREFERENCES.get(call.name)
+    if need is not None:
+        return need
+    if call.name in helpers or (P.RCU_HELPER.search(call.name) and not P.NOT_HELPER.match(call.name)
+                                and _WORD.fullmatch(call.name)):
+        return P.HELPER_NEED
+    return None
+
+
+# -- the transfer ------------------------------------------------------------------------------
+
+class RcuTransfer(flow.Transfer):
+    correlate_branches = True
+
+    def __init__(self, model: FileModel, infos: dict[str, FunctionInfo]):
+        self.model = model
+        self.infos = infos
+
+    def call(self, state: frozenset, call: CallSite) -> frozenset:
+        if call.name == USE:
+            return state
+        info = self.infos[call.function]
+        section = P.SECTIONS.get(call.name)
+        if call.name == "guard(rcu)":
+            return _acquire(state, "rcu")
+        if section is not None:
+            family, delta = section
+            if delta > 0:
+                return _acquire(state, family)
+            if delta < 0:
+                return self.released(_release(state, family), info)
+            return state
+        lock = _lock_op(call)
+        if lock is not None:
+            kind, op, suffix = lock
+            if op == "lock":
+                return self.lock(state, call, info, kind, suffix)
+            if op == "unlock":
+                return self.released(self.unlock(state, call, info, kind, suffix), info)
+            return state
+        if P.REFERENCE.search(call.name):
+            return self.referenced(state, call)
+        return state
+
+    def lock(self, state, call, info, kind, suffix):
+        state = state | {("lock", self.model.canonical(info.function, call.args[0]), "own")}
+        if kind != "mutex":
+            state = _acquire(state, "spin")
+        side = P.LOCK_SIDE_EFFECT.get(suffix)
+        return _acquire(state, side) if side else state
+
+    def unlock(self, state, call, info, kind, suffix):
+        key = self.model.canonical(info.function, call.args[0])
+        state = frozenset(f for f in state if not (f[0] == "lock" and f[1] == key))
+        if kind != "mutex":
+            state = _release(state, "spin")
+        side = P.LOCK_SIDE_EFFECT.get(suffix)
+        return _release(state, side) if side else state
+
+    def assume(self, state: frozenset, call: CallSite, truth: bool) -> frozenset:
+        if not truth:   # the value tested is NULL: nothing left to use after the section
+            return frozenset(f for f in state if not (f[0] == "t" and f[5] == call.start))
+        info = self.infos.get(call.function)
+        if info is None:
+            return state
+        if call.name == "rtnl_trylock":
+            return _acquire(state, "rtnl")
+        lock = _lock_op(call)
+        if lock is not None and lock[1] == "trylock":
+            return self.lock(state, call, info, lock[0], lock[2])
+        return state
+
+    def released(self, state: frozenset, info: FunctionInfo) -> frozenset:
+        """After a release: values read in the function's own sections go stale with the last reader."""
+        families, _ = effective(state, info)
+        if families & P.KEEPS_ALIVE:
+            return state
+        live = {f for f in state if f[0] == "t" and f[4] == "live"}
+        return (state - live) | {f[:4] + ("stale",) + f[5:] for f in live}
+
+    def referenced(self, state: frozenset, call: CallSite) -> frozenset:
+        """A reference taken on a live local (or a field of it): it and its family may outlive the section."""
+        mentioned = {w for argument in call.args for w in _WORD.findall(argument)}
+        roots = {f[3] for f in state if f[0] == "t" and f[1] in mentioned and f[4] == "live"}
+        if not roots:
+            return state
+        return frozenset(f for f in state if not (f[0] == "t" and f[3] in roots))
+
+    def assign(self, state: frozenset, target: str, value: tree_sitter.Node, function: Function) -> frozenset:
+        info = self.infos.get(function.name)
+        if info is None:
+            return state
+        state = frozenset(f for f in state if not (f[0] in ("t", "a") and f[1] == target))
+        if target not in info.pointers:
+            return state
+        origin = self.origin(value, state)
+        if origin is None:
+            return state
+        if origin[0] == "access":
+            return state | {("a", target)}
+        if origin[0] == "derived":
+            return state | {("t", target) + origin[1][2:5] + (-1,)}
+        # A fresh value: tracked only when the function's own section is all that protects it.
+        readers = {f for f in state if f[0] == "r" and f[1] in P.KEEPS_ALIVE}
+        if not readers or any(f[3] != "own" and (f[3] != "assumed" or f[1] not in info.owned)
+                              for f in readers):
+            return state
+        return state | {("t", target, origin[1], target, "live", value_call_start(value))}
+
+    def origin(self, value: tree_sitter.Node, state: frozenset):
+        """("rcu", primitive) | ("access",) | ("derived", track fact) | None for an assigned value."""
+        node = value
+        while True:
+            kind = node.type
+            if kind in ("parenthesized_expression", "cast_expression"):
+                node = node.child_by_field_name("value") or node.named_children[-1]
+            elif kind == "pointer_expression" and node.child_by_field_name("operator").type == "&":
+                node = node.child_by_field_name("argument")
+            elif kind in ("field_expression", "subscript_expression"):
+                node = node.child_by_field_name("argument")
+            elif kind == "call_expression":
+                callee = squeeze(self.model.text(node.child_by_field_name("function")))
+                if callee == P.ACCESS:
+                    return ("access",) if node is value else None
+                need = P.DEREFERENCES.get(callee)
+                if need is not None or (P.RCU_HELPER.search(callee) and not P.NOT_HELPER.match(callee)):
+                    return ("rcu", callee) if need is None or need.tracked else None
+                if callee in ("container_of", "netdev_priv", "list_entry", "hlist_entry") and \
+                        node.child_by_field_name("arguments").named_child_count:
+                    node = node.child_by_field_name("arguments").named_children[0]
+                else:
+                    return None
+            elif kind == "identifier":
+                name = self.model.text(node)
+                for fact in state:
+                    if fact[0] == "t" and fact[1] == name:
+                        return ("derived", fact)
+                return None
+            else:
+                return None
+
+
+def value_call_start(value: tree_sitter.Node) -> int:
+    """Start byte of the call whose result is assigned (the walker tests it by that call), or -1."""
+    while value.type == "parenthesized_expression" and value.named_child_count == 1:
+        value = value.named_children[0]
+    return value.start_byte if value.type == "call_expression" else -1
+
+
+# -- solving the entries -----------------------------------------------------------------------
+
+def _universe(known_locks: frozenset) -> frozenset:
+    families = P.OWNED_WITH_SECTION - {"trace"} | {"rtnl", "srcu"}
+    return _entry_facts(families, "assumed") | {("lock", key, "assumed") for key in known_locks}
+
+
+def _inherited(state: frozenset, caller: FunctionInfo) -> frozenset:
+    """What a caller's state at a call site gives its callee: held facts, as entry facts, each
+    family's levels renumbered from 1 (the caller's ineffective assumed levels are gone)."""
+    facts = set()
+    levels: dict[str, list] = {}
+    for fact in state:
+        if fact[0] == "r" and (fact[3] != "assumed" or fact[1] not in caller.owned):
+            levels.setdefault(fact[1], []).append(fact)
+        elif fact[0] == "lock" and (fact[2] != "assumed" or fact[1] not in caller.owned_locks):
+            facts.add(("lock", fact[1], "assumed" if fact[2] == "assumed" else "entry"))
+    for family, held in levels.items():
+        for level, fact in enumerate(sorted(held, key=lambda f: f[2]), 1):
+            facts.add(("r", family, level, "assumed" if fact[3] == "assumed" else "entry"))
+    return frozenset(facts)
+
+
+def _meet(contributions: list[frozenset]) -> frozenset:
+    """Facts every contribution provides (ignoring origin); "assumed" if any provides it so."""
+    def plain(fact):
+        return fact[:-1]
+    common = set.intersection(*({plain(f) for f in c} for c in contributions))
+    assumed = {plain(f) for c in contributions for f in c if f[-1] == "assumed"}
+    return frozenset(p + ("assumed" if p in assumed else "entry",) for p in common)
+
+
+def _ways_in(model: FileModel, function: Function) -> list[frozenset | None]:
+    """Entry contributions that do not depend on the walk: contexts, and None for unknown callers."""
+    ways: list[frozenset | None] = []
+    header = model.text(function.node)[:80]
+    kinds = set(model.registrations.get(function.name, set()))
+    if header.startswith(("rx_handler_result_t", "static rx_handler_result_t")):
+        kinds.add("rx_handler")
+    for kind in kinds:
+        ways.append(_entry_facts(P.CONTEXTS[kind], "entry") if kind in P.CONTEXTS else None)
+    if not function.is_static or (function.name in model.address_taken and not kinds):
+        ways.append(None)
+    return ways
+
+
+_CACHE: list[tuple[FileModel, Analysis]] = []
+
+
+def analyse(model: FileModel) -> Analysis:
+    """The analysis of model, shared by both rules (the last few models are kept)."""
+    for cached, analysis in _CACHE:
+        if cached is model:
+            return analysis
+    analysis = _analyse(model)
+    _CACHE.insert(0, (model, analysis))
+    del _CACHE[4:]
+    return analysis
+
+
+def _analyse(model: FileModel) -> Analysis:
+    helpers: set[str] = set()
+    functions = model.functions
+    infos = {name: _function_info(model, f, helpers) for name, f in functions.items()}
+    # In-file helpers whose stated precondition callers must meet.
+    helpers |= {name for name, info in infos.items() if info.requires_reader}
+    for info in infos.values():
+        info.relevant = info.relevant or any(c.name in helpers for c in info.function.calls)
+    known_locks = frozenset(key for info in infos.values() for key in info.owned_locks)
+    universe = _universe(known_locks)
+    wanted = _with_callers(model, {n for n, i in infos.items() if i.relevant})
+    transfer = RcuTransfer(model, infos)
+    static_ways = {name: _ways_in(model, functions[name]) for name in wanted}
+    entries = {name: infos[name].precondition | universe for name in wanted}
+    results: dict[str, flow.FlowResult] = {}
+    for _ in range(ROUNDS):
+        for name in wanted:
+            results[name] = flow.walk(infos[name].function, transfer, entries[name])
+        new_entries = {}
+        for name in wanted:
+            contributions = [universe if way is None else way for way in static_ways[name]]
+            for call in model.callers.get(name, []):
+                if call.function in results:
+                    caller = infos[call.function]
+                    site = next((c for c in caller.function.calls if c.node == call.node), call)
+                    contributions.extend(_inherited(s, caller) for s in results[call.function].states_at(site))
+            if not contributions:
+                contributions = [universe]
+            new_entries[name] = infos[name].precondition | _meet(contributions)
+        if new_entries == entries:
+            break
+        entries = new_entries
+    analysis = Analysis(model, infos, known_locks)
+    for name in wanted:
+        info = infos[name]
+        if not info.relevant:
+            continue
+        result = results[name]
+        for call in info.function.calls:
+            need = None if call.name == USE else need_of(call, helpers)
+            if call.name in (USE, P.ACCESS) or need is not None:
+                analysis.sites.append(Site(call, need, result.states_at(call), info))
+    return analysis
+
+
+def _with_callers(model: FileModel, names: set[str]) -> list[str]:
+    wanted = set(names)
+    pending = list(names)
+    while pending:
+        for call in model.callers.get(pending.pop(), []):
+            if call.function and call.function not in wanted:
+                wanted.add(call.function)
+                pending.append(call.function)
+    return sorted(wanted)
+
+
+# -- judging a primitive -----------------------------------------------------------------------
+
+def condition_keys(model: FileModel, function: Function, text: str):
+    """The protections a lockdep condition names: a set of ("r", family) / ("lock", key), or None
+    when it cannot be read (then it is accepted)."""
+    if re.fullmatch(r"\(?\s*(1|true|!0)\s*\)?", text):
+        return None
+    wanted = set()
+    for part in _split_or(text):
+        part = part.strip()
+        match = re.fullmatch(r"lockdep_is_held\((.*)\)", part)
+        if match:
+            wanted.add(("lock", model.canonical(function, match.group(1))))
+        elif re.fullmatch(r"lockdep_rtnl_is_held\(\)|rtnl_is_locked\(\)", part):
+            wanted.add(("r", "rtnl"))
+        elif re.fullmatch(r"rcu_read_lock_(bh_|sched_|any_)?held\(\)", part):
+            wanted.add(("r", "rcu"))
+        else:
+            return None
+    return wanted
+
+
+def _split_or(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += char == "("
+        depth -= char == ")"
+        if depth == 0 and text.startswith("||", i):
+            parts.append(text[start:i])
+            start = i + 2
+    parts.append(text[start:])
+    return parts
+
+
+def verdict(analysis: Analysis, site: Site, state: frozenset) -> str:
+    """"ok", "weak" (another flavour: lockdep splat) or "missing" for a primitive in one state."""
+    need = site.need
+    info = site.function
+    families, locks = effective(state, info)
+    if families & need.strict:
+        return "ok"
+    if need.condition_arg is not None and need.condition_arg < len(site.call.args):
+        wanted = condition_keys(analysis.model, info.function, site.call.args[need.condition_arg])
+        if wanted is None:
+            return "ok"
+        for kind, key in wanted:
+            if (kind == "lock" and (key in locks or key not in analysis.known_locks)) or \
+                    (kind == "r" and key in families):
+                return "ok"
+        if not need.strict and not need.weak:
+            return "missing"
+    if families & need.weak:
+        return "weak"
+    return "missing"

@@ -1,0 +1,69 @@
+"""rcu-deref-unprotected: an rcu_dereference*() (or a call needing a read-side section) reached,
+on some path, without the section, lock or RTNL it needs; nor a caller or context providing it.
+
+Another flavour's section (rcu_read_lock_bh() for rcu_dereference(), NAPI for rcu_dereference())
+keeps the object alive but splats under PROVE_RCU: reported as a warning. Dereferencing the
+result of rcu_access_pointer() is reported outside any read-side section.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from patchbench.checks import cparse, engine
+from patchbench.checks.finding import Finding
+from patchbench.checks.model import FileModel
+from patchbench.checks.rules import rcu_analysis as A
+from patchbench.checks.rules import rcu_primitives as P
+
+ID = "rcu-deref-unprotected"
+SEVERITY = "error"
+MESSAGE = "rcu_dereference*() used outside the read-side section, lock or RTNL it needs"
+
+_RANK = {"ok": 0, "weak": 1, "missing": 2}
+
+
+def check(model: FileModel) -> Iterable[Finding]:
+    module = engine.rule(ID)
+    analysis = A.analyse(model)
+    dereferenced = set(cparse.captures(cparse.rule_query(ID), model.tree.root_node).get("call", []))
+    for site in analysis.sites:
+        call, name = site.call, site.function.function.name
+        if call.name == A.USE:
+            if call.args[1] == "deref" and any(("a", call.args[0]) in s and not _reader(s, site)
+                                               for s in site.states):
+                yield engine.finding(module, model, call.node, name,
+                                     f"'{call.args[0]}' holds rcu_access_pointer()'s value and is "
+                                     "dereferenced outside a read-side section")
+            continue
+        if call.name == P.ACCESS:
+            if call.node in dereferenced and site.states and \
+                    not all(_reader(s, site) for s in site.states):
+                yield engine.finding(module, model, call.node, name,
+                                     "rcu_access_pointer() result dereferenced outside a read-side "
+                                     "section")
+            continue
+        if not site.states:
+            continue
+        worst = max((A.verdict(analysis, site, s) for s in site.states), key=_RANK.get)
+        if worst == "ok":
+            continue
+        yield engine.finding(module, model, call.node, name, _message(site, worst),
+                             "warning" if worst == "weak" else None)
+
+
+def _reader(state: frozenset, site: A.Site) -> bool:
+    families, _ = A.effective(state, site.function)
+    return bool(families & P.READERS)
+
+
+def _message(site: A.Site, worst: str) -> str:
+    call, need = site.call, site.need
+    if call.name not in P.DEREFERENCES:
+        return f"{call.name}() needs an RCU read-side section and is called outside one"
+    what = f"{call.name}()"
+    if worst == "weak":
+        return f"{what} inside another RCU flavour's section (lockdep splat): needs {need.section}"
+    if need.condition_arg is not None and not need.strict:
+        return f"{what} without the lock its condition names ({site.call.args[need.condition_arg]})"
+    return f"{what} outside {need.section}"

@@ -1,0 +1,33 @@
+"""rcu-pointer-escapes: a pointer read inside a read-side section this function opened (by
+rcu_dereference*() or an `_rcu` lookup, or a field or alias of one: `dev = rcu_dereference(t->tun)->dev`)
+is used after the last reader was released, with no reference taken inside the section."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from patchbench.checks import engine
+from patchbench.checks.finding import Finding
+from patchbench.checks.model import FileModel
+from patchbench.checks.rules import rcu_analysis as A
+
+ID = "rcu-pointer-escapes"
+SEVERITY = "error"
+MESSAGE = "a pointer obtained by rcu_dereference*() is used after its read-side section ended"
+
+_HOW = {"deref": "dereferenced", "pass": "passed to a call", "return": "returned"}
+
+
+def check(model: FileModel) -> Iterable[Finding]:
+    module = engine.rule(ID)
+    for site in A.analyse(model).sites:
+        call = site.call
+        if call.name != A.USE:
+            continue
+        var, how = call.args
+        stale = {f[2] for s in site.states for f in s if f[0] == "t" and f[1] == var and f[4] == "stale"}
+        if stale:
+            yield engine.finding(module, model, call.node, site.function.function.name,
+                                 f"'{var}' (from {min(stale)}() inside the read-side section) is "
+                                 f"{_HOW[how]} after the section ended; use it before the unlock "
+                                 "or take a reference inside")

@@ -1,0 +1,88 @@
+"""The RCU rules on hand-written fixtures: every true positive found, every correct shape quiet."""
+
+from pathlib import Path
+
+import pytest
+
+from patchbench.checks import engine
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checks" / "rcu"
+RULES = {"rcu-deref-unprotected", "rcu-pointer-escapes"}
+DEREF, ESCAPE = "rcu-deref-unprotected", "rcu-pointer-escapes"
+
+# fixture -> expected findings: (rule, severity, function, a text unique to the flagged line).
+EXPECTED = {
+    "seed_escape.c": [
+        (ESCAPE, "error", "demo_ring_consume_late_wake", "/* late wake */"),
+        (ESCAPE, "error", "demo_flags_late", "/* read after unlock */"),
+        (ESCAPE, "error", "demo_exit_paths", "/* quick path */"),
+    ],
+    "sections.c": [
+        (DEREF, "error", "sec_relock_forgotten", "/* no section */"),
+        (DEREF, "error", "sec_lock_one_branch", "/* unprotected when !want */"),
+        (DEREF, "warning", "sec_wrong_flavour", "/* bh section, plain deref */"),
+        (DEREF, "error", "sec_trace", "/* trace section */"),
+    ],
+    "preconditions.c": [
+        (DEREF, "error", "pre_caller_forgets", "/* outside the section */"),
+        (DEREF, "error", "pre_no_section", "/* nobody locks */"),
+    ],
+    "contexts.c": [
+        (DEREF, "warning", "ctx_select_queue", "/* select_queue */"),
+        (DEREF, "warning", "ctx_poll_plain", "/* napi */"),
+        (DEREF, "error", "ctx_work_fn", "/* process context */"),
+    ],
+    "protected.c": [
+        (DEREF, "error", "upd_replace_unlocked", "/* unheld */"),
+        (DEREF, "error", "upd_rtnl_dropped", "/* after rtnl_unlock */"),
+        (DEREF, "error", "upd_access_deref", "/* access deref */"),
+        (DEREF, "error", "upd_access_local", "/* via local */"),
+    ],
+}
+
+
+def line_of(source: str, marker: str) -> int:
+    lines = [i for i, text in enumerate(source.splitlines(), 1) if marker in text]
+    assert len(lines) == 1, f"marker {marker!r} must be on exactly one line"
+    return lines[0]
+
+
+def test_every_fixture_has_expectations():
+    assert {p.name for p in FIXTURES.glob("*.c")} == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture_findings(name):
+    path = FIXTURES / name
+    source = path.read_text()
+    found = engine.check_source(f"fixtures/checks/rcu/{name}", path.read_bytes(), RULES)
+    got = {(f.rule, f.severity, f.function, f.line) for f in found}
+    want = {(rule, severity, function, line_of(source, marker))
+            for rule, severity, function, marker in EXPECTED[name]}
+    assert got == want
+
+
+def test_suppression_comment_silences_a_finding():
+    source = (FIXTURES / "preconditions.c").read_bytes()
+    found = engine.check_source("preconditions.c", source, RULES)
+    assert not [f for f in found if f.function == "pre_suppressed"]
+    unsuppressed = source.replace(b"patchbench: allow(rcu-deref-unprotected)", b"note:")
+    found = engine.check_source("preconditions.c", unsuppressed, RULES)
+    assert [f.rule for f in found if f.function == "pre_suppressed"] == [DEREF]
+
+
+def test_reference_taken_inside_the_section_is_what_makes_the_late_use_safe():
+    source = (FIXTURES / "seed_escape.c").read_bytes()
+    without_hold = source.replace(b"\t\tdev_hold(dev);\n", b"")
+    found = engine.check_source("seed_escape.c", without_hold, RULES)
+    assert {(f.rule, f.function) for f in found if f.function == "demo_wake_with_hold"} == \
+        {(ESCAPE, "demo_wake_with_hold")}
+
+
+def test_messages_name_the_pointer_and_do_not_depend_on_lines():
+    source = (FIXTURES / "seed_escape.c").read_bytes()
+    before = engine.check_source("seed_escape.c", source, RULES)
+    after = engine.check_source("seed_escape.c", b"\n\n\n" + source, RULES)
+    assert [f.identity() for f in before] == [f.identity() for f in after]
+    late = next(f for f in before if f.function == "demo_ring_consume_late_wake")
+    assert "'dev'" in late.message and "rcu_dereference()" in late.message
