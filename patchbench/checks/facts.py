@@ -1,0 +1,61 @@
+"""Findings of one file's text, cached on disk by git blob id: trees are never kept.
+
+The key is the git blob id of the content (what `git hash-object` prints, computed here, so a blob
+read from a commit and the same file in a work tree share it), the path (a few rules read it) and a
+fingerprint of the checker's own code and queries, so a changed rule never reads stale facts.
+The cache lives in $PATCHBENCH_CACHE/facts (default ~/.cache/patchbench/facts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from patchbench.checks import cparse, engine
+from patchbench.checks.finding import Finding
+
+
+def blob_id(source: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(source) + source).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def checker_fingerprint() -> str:
+    digest = hashlib.sha1()
+    package = Path(__file__).resolve().parent
+    for path in sorted([*package.rglob("*.py"), *cparse.QUERIES_DIR.glob("*.scm")]):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("PATCHBENCH_CACHE") or Path.home() / ".cache" / "patchbench"
+    return Path(root) / "facts" / checker_fingerprint()
+
+
+def findings_for(path: str, source: bytes, use_cache: bool = True) -> list[Finding]:
+    """All rules' findings on `source` (the text of `path`), from the cache when it has them."""
+    if not use_cache:
+        return engine.check_source(path, source)
+    key = hashlib.sha1(f"{blob_id(source)}\0{path}".encode()).hexdigest()
+    entry = cache_dir() / key[:2] / f"{key}.json"
+    try:
+        rows = json.loads(entry.read_text())
+        return [Finding(rule=r, severity=s, file=path, line=l, function=f, message=m)
+                for r, s, l, f, m in rows]
+    except (OSError, ValueError):
+        pass
+    found = engine.check_source(path, source)
+    rows = [[f.rule, f.severity, f.line, f.function, f.message] for f in found]
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        partial = entry.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(rows))
+        partial.replace(entry)   # atomic: concurrent workers never read half a file
+    except OSError:
+        pass   # a read-only cache only costs time
+    return found
