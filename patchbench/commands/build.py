@@ -43,6 +43,8 @@ def add_dispatch_arguments(parser: argparse.ArgumentParser) -> None:
                         help="per boot job under KVM; tripled under TCG (default: 60)")
     parser.add_argument("--cache", type=Path, default=None, metavar="DIR",
                         help="build directories, kernels and results (default: ~/.cache/patchbench)")
+    parser.add_argument("--results", type=Path, default=None, metavar="FILE",
+                        help="SQLite file the job results are added to (default: CACHE/results.sqlite)")
     parser.add_argument("--logs", type=Path, default=None, metavar="DIR", help="where job logs go")
     parser.add_argument("--format", choices=("text", "json"), default="text")
 
@@ -65,7 +67,7 @@ def dispatch(applied: ApplyResult, args, *, objects: bool, kernel: bool, boot: b
                     sandboxed=not args.no_sandbox)
     jobs = plan(applied, target, objects=objects, kernel=kernel, boot=boot,
                 build_timeout=args.build_timeout, boot_timeout=args.boot_timeout)
-    store = ResultStore(cache / "results.sqlite")
+    store = ResultStore(args.results or cache / "results.sqlite")
     try:
         ctx = default_context(args.logs, cache, progress.for_stream(sys.stderr))
         return LocalRunner(store).run(jobs, ctx)

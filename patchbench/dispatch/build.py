@@ -138,6 +138,10 @@ def run_kernel(job: KernelJob, ctx: Context) -> JobResult:
     start = time.monotonic()
     log = ctx.logs / f"build-kernel-{job.commit[:12]}.log"
     result = JobResult("build", job.patch, job.commit, "pass", 0.0, scope="kernel", log=str(log))
+    image = kernel_image(job.target, job.commit, ctx.cache)
+    if image.exists():  # a commit id names its source exactly: same commit and build key, same kernel
+        result.image, result.reason = str(image), "kernel image of this commit already built"
+        return result
     with configured(job.target, job.commit, ctx, log, job.timeout) as kbuild:
         ctx.progress.stage("make bzImage")
         done = kbuild.make(["bzImage"], log=log, timeout=job.timeout, on_line=ctx.progress.line)
@@ -147,7 +151,6 @@ def run_kernel(job: KernelJob, ctx: Context) -> JobResult:
             errors = [d for d in warnings.parse(done.output, str(kbuild.slot.src)) if d.kind == "error"]
             raise JobFailed("fail", "kernel build failed" + (f": {errors[0].file}: {errors[0].message}"
                                                              if errors else ""))
-        image = kernel_image(job.target, job.commit, ctx.cache)
         image.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(kbuild.slot.obj / "arch/x86/boot/bzImage", image)
         result.image = str(image)

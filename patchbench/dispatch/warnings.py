@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 _CONTEXT = re.compile(r"^(?P<file>[^:\s][^:]*): (?:In function '(?P<func>[^']+)'|At top level):$")
-_DIAG = re.compile(r"^(?P<file>[^:\s][^:]*):(?P<line>\d+):(?:\d+:)? (?P<kind>warning|error): "
+_DIAG = re.compile(r"^(?P<file>[^:\s][^:]*):(?P<line>\d+):(?P<column>\d+:)? (?P<kind>warning|error): "
                    r"(?P<msg>.*?)(?: \[(?P<flag>-W[^\]]+)\])?$")
 
 
@@ -49,8 +49,9 @@ def parse(output: str, src_prefix: str) -> list[Diagnostic]:
             function_of[rel(m["file"])] = m["func"] or ""
         elif m := _DIAG.match(line):
             path = rel(m["file"])
-            found.append(Diagnostic(path, int(m["line"]), function_of.get(path, ""), m["flag"] or "",
-                                    m["kind"], m["msg"]))
+            # Only the compiler prints columns and "In function" context; kernel-doc (W=1) prints neither.
+            function = function_of.get(path, "") if m["column"] else ""
+            found.append(Diagnostic(path, int(m["line"]), function, m["flag"] or "", m["kind"], m["msg"]))
     return found
 
 

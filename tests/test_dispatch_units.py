@@ -1,0 +1,152 @@
+"""Dispatch parts that need no kernel build: warning identities, console splats, the guest, the sandbox,
+the results store and its command."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from patchbench.cli import main
+from patchbench.dispatch import console, initramfs, sandbox, warnings
+from patchbench.dispatch.boot import judge
+from patchbench.dispatch.jobs import JobResult
+from patchbench.dispatch.kconfig import KernelConfig, check_dotconfig
+from patchbench.dispatch.store import ResultStore
+from tests.conftest import require_tool
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dispatch"
+SRC = "/cache/slot-0/src"
+
+
+def test_a_new_warning_is_not_hidden_by_a_fixed_one():
+    before = warnings.parse((FIXTURES / "gcc-before.txt").read_text(), SRC)
+    after = warnings.parse((FIXTURES / "gcc-after.txt").read_text(), SRC)
+    assert len(before) == len(after) == 2  # a count comparison would see nothing
+    (new,) = warnings.new_since(before, after)
+    assert (new.file, new.function, new.flag, new.line) == ("drivers/net/tun.c", "tun_init", "-Wunused-variable", 3725)
+    assert new.message == "unused variable 'init_count'"
+    (fixed,) = warnings.new_since(after, before)
+    assert fixed.function == "tun_chr_open"
+    # The kernel-doc warning moved from line 1200 to 1207: the same warning, not a new one.
+
+
+def test_a_second_copy_of_a_warning_is_new():
+    before = warnings.parse((FIXTURES / "gcc-after.txt").read_text(), SRC)
+    doubled = (FIXTURES / "gcc-after.txt").read_text().replace("3725:13", "3726:13", 1)
+    after = before + warnings.parse(doubled, SRC)[:1]
+    assert [d.message for d in warnings.new_since(before, after)] == ["unused variable 'init_count'"]
+
+
+def test_warn_splat_is_fingerprinted_by_its_function_and_callers():
+    text = (FIXTURES / "console" / "warn-tun-init.txt").read_text()
+    (splat,) = console.splats(text)
+    assert splat.fingerprint == "WARNING:tun_init|do_one_initcall|kernel_init_freeable"
+
+
+def test_fingerprint_ignores_addresses_pids_and_times():
+    text = (FIXTURES / "console" / "warn-tun-init.txt").read_text()
+    other = (text.replace("PID: 1 ", "PID: 7 ").replace("tun_init+0x1f/0x9a", "tun_init+0x2b/0xa0")
+             .replace("[    1.2", "[    9.8").replace("tun.c:3728", "tun.c:3731"))
+    assert [s.fingerprint for s in console.splats(other)] == [s.fingerprint for s in console.splats(text)]
+
+
+@pytest.mark.parametrize("name, fingerprint", [
+    ("hung-task.txt", "HUNG_TASK:tun_init|do_one_initcall|kernel_init_freeable"),
+    ("suspicious-rcu.txt", "RCU:tun_net_xmit|dev_hard_start_xmit|__dev_queue_xmit"),
+])
+def test_other_splats(name, fingerprint):
+    (splat,) = console.splats((FIXTURES / "console" / name).read_text())
+    assert splat.fingerprint == fingerprint
+
+
+def test_boot_with_a_splat_fails_even_when_the_smoke_test_passed():
+    result = JobResult("boot", 1, "c0ffee", "pass", 0.0)
+    judge(result, (FIXTURES / "console" / "suspicious-rcu.txt").read_text(), timed_out=False, limit=30)
+    assert result.status == "fail"
+    assert result.fingerprint.startswith("RCU:tun_net_xmit")
+
+
+def test_silent_hang_is_said_so():
+    result = JobResult("boot", None, "c0ffee", "pass", 0.0)
+    judge(result, "Linux version 6.1\nRun /init as init process\n", timed_out=True, limit=180)
+    assert result.status == "fail"
+    assert "hung, killed after 180 s" in result.reason
+    assert result.fingerprint == "HANG:Run /init as init process"
+
+
+def test_clean_boot_passes_and_a_failed_smoke_step_fails():
+    ok = JobResult("boot", None, "c0ffee", "pass", 0.0)
+    judge(ok, "Run /init as init process\nPATCHBENCH-SMOKE: PASS\n", timed_out=False, limit=5)
+    assert ok.status == "pass" and ok.fingerprint is None
+    bad = JobResult("boot", None, "c0ffee", "pass", 0.0)
+    judge(bad, "PATCHBENCH-SMOKE: FAIL veth: no reply across the pair\n", timed_out=False, limit=5)
+    assert bad.status == "fail" and bad.reason == "smoke test: veth: no reply across the pair"
+
+
+def test_config_check_names_dropped_options(tmp_path):
+    fragment = tmp_path / "extra.config"
+    fragment.write_text("CONFIG_TUN=y\nCONFIG_NO_SUCH_THING=y\n# CONFIG_VETH is not set\n")
+    dotconfig = tmp_path / ".config"
+    dotconfig.write_text("CONFIG_TUN=y\n# CONFIG_VETH is not set\nCONFIG_64BIT=y\n")
+    config = KernelConfig.netdev([fragment])
+    missing = check_dotconfig(dotconfig, config.requested()).missing
+    assert missing["CONFIG_NO_SUCH_THING"] == "y" and "CONFIG_VETH" not in missing and "CONFIG_TUN" not in missing
+
+
+def test_guest_initramfs_holds_static_busybox_helper_and_init(tmp_path):
+    require_tool("busybox")
+    require_tool("gcc")
+    require_tool("cpio")
+    archive = initramfs.build(tmp_path)
+    listing = subprocess.run(["cpio", "-itv"], input=gzip.decompress(archive.read_bytes()),
+                             capture_output=True).stdout.decode()
+    for name in ("init", "bin/busybox", "bin/tun_echo", "dev/console"):
+        assert name in listing
+    assert initramfs.build(tmp_path) == archive  # cached
+
+
+def test_sandbox_has_no_network_and_writes_only_where_allowed(tmp_path):
+    require_tool("bwrap")
+    allowed = tmp_path / "obj"
+    allowed.mkdir()
+    host_dir = Path(tempfile.mkdtemp(prefix="sandbox-probe-", dir=Path.home()))  # not on the sandbox's own /tmp
+    try:
+        script = (f"touch {allowed}/ok; touch {host_dir}/escaped 2>/dev/null && echo WROTE-OUTSIDE;"
+                  f" touch {tmp_path}/private;"
+                  " cat /proc/net/dev | tail -n +3 | cut -d: -f1")
+        done = sandbox.run(["sh", "-c", script], timeout=30, log=tmp_path / "log", sandbox=[allowed])
+        assert done.returncode == 0, done.output
+        assert (allowed / "ok").exists()
+        assert "WROTE-OUTSIDE" not in done.output and not (host_dir / "escaped").exists()
+        assert not (tmp_path / "private").exists()  # the sandbox's /tmp is its own
+        assert done.output.split() == ["lo"]  # a fresh network namespace: loopback only
+    finally:
+        shutil.rmtree(host_dir)
+
+
+def test_timeout_kills_the_whole_process_group_and_says_so(tmp_path):
+    done = sandbox.run(["sh", "-c", "sleep 60 & sleep 60"], timeout=1, log=tmp_path / "log")
+    assert done.timed_out and done.seconds < 10
+    assert "killed after 1 s timeout" in (tmp_path / "log").read_text()
+
+
+def test_results_are_stored_and_shown(tmp_path, capsys):
+    db = tmp_path / "results.sqlite"
+    store = ResultStore(db)
+    result = JobResult("boot", 2, "abcdef1234567890", "fail", 12.5, fingerprint="WARNING:tun_init|x",
+                       reason="WARNING: CPU: 0 PID: 1 at drivers/net/tun.c:3728 tun_init+0x1f/0x9a")
+    store.add("run-1", tmp_path, result)
+    assert [r.data["commit"] for r in store.seen_before("WARNING:tun_init|x", "run-2")] == ["abcdef1234567890"]
+    assert store.seen_before("WARNING:tun_init|x", "run-1") == []
+    store.close()
+    assert main(["results", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "abcdef123456" in out and "fail" in out and "WARNING:tun_init|x" in out
+    assert main(["results", "--db", str(db), "--format", "json", "--status", "pass"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
