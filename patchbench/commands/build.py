@@ -33,7 +33,7 @@ def add_series_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--version", type=int, metavar="N", help="pick version N of the series")
 
 
-def add_dispatch_arguments(parser: argparse.ArgumentParser) -> None:
+def add_dispatch_arguments(parser: argparse.ArgumentParser, formats: tuple[str, ...] = ("text", "json")) -> None:
     parser.add_argument("--config", metavar="FRAGMENT", action="append", default=[], type=Path,
                         help="a Kconfig fragment merged over the netdev test config (repeatable)")
     parser.add_argument("--no-sandbox", action="store_true",
@@ -46,7 +46,7 @@ def add_dispatch_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", type=Path, default=None, metavar="FILE",
                         help="SQLite file the job results are added to (default: CACHE/results.sqlite)")
     parser.add_argument("--logs", type=Path, default=None, metavar="DIR", help="where job logs go")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--format", choices=formats, default="text", help="output format (default: text)")
 
 
 def applied_from(args) -> ApplyResult:

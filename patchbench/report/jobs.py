@@ -36,3 +36,24 @@ def to_text(results: list[JobResult]) -> str:
 
 def exit_code(results: list[JobResult]) -> int:
     return 1 if any(r.status in ("fail", "error") for r in results) else 0
+
+
+def to_terse(results: list[JobResult]) -> list[str]:
+    """checkpatch-like lines: each new compiler diagnostic, and each failed job without a location."""
+    lines = []
+    for r in results:
+        for d in r.new_warnings:
+            lines.append(f"{d.file}:{d.line}: {d.kind}: build{'(' + d.flag + ')' if d.flag else ''}: {d.message}")
+        if r.status in ("fail", "error") and not r.new_warnings:
+            lines.append(f"-:0: error: {r.kind}: {_title(r)}: {r.reason}")
+    return lines
+
+
+def to_sarif_results(results: list[JobResult]) -> list[dict]:
+    """New compiler diagnostics as SARIF results (the part of a job result that has a location)."""
+    return [{"ruleId": f"compiler{d.flag or '-error'}", "level": d.kind,
+             "message": {"text": d.message + (f" (in {d.function})" if d.function else "")},
+             "locations": [{"physicalLocation": {"artifactLocation": {"uri": d.file},
+                                                 "region": {"startLine": d.line}}}],
+             "properties": {"patch": r.patch, "commit": r.commit}}
+            for r in results for d in r.new_warnings]

@@ -24,9 +24,11 @@ def _git(repo: Path, *args: str, stdin: str | None = None, env: dict | None = No
     return out if raw else out.strip()
 
 
-def plant(repo: Path, name: str, base: str) -> tuple[str, list[str]]:
-    """Commit fixture `name` on `base`; returns (head, commits). Same inputs give the same commits."""
-    series = json.loads((FIXTURES / f"{name}.json").read_text())
+def plant(repo: Path, name: str, base: str, salt: str = "") -> tuple[str, list[str]]:
+    """Commit fixture `name` on `base` ({salt} in its edits replaced); returns (head, commits).
+
+    Same inputs give the same commits."""
+    series = json.loads((FIXTURES / f"{name}.json").read_text().replace("{salt}", salt))
     parent, commits = base, []
     with tempfile.TemporaryDirectory() as tmp:
         index = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
@@ -41,5 +43,5 @@ def plant(repo: Path, name: str, base: str) -> tuple[str, list[str]]:
             tree = _git(repo, "write-tree", env=index)
             parent = _git(repo, "commit-tree", tree, "-p", parent, "-m", patch["subject"])
             commits.append(parent)
-    _git(repo, "update-ref", f"refs/patchbench-tests/{name}", parent)
+    _git(repo, "update-ref", f"refs/patchbench-tests/{name}{'-' + salt if salt else ''}", parent)
     return parent, commits

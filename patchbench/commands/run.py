@@ -1,0 +1,57 @@
+"""`patchbench run SOURCE --tree DIR [--build] [--boot]`: the whole pipeline in one report.
+
+load the series → apply it in isolation → static checks per patch → build jobs (objects each patch
+touched, W=1 before and after) and, with --boot, the head's kernel booted in QEMU with the smoke test.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from patchbench.checks.patches import check_applied
+from patchbench.commands.build import add_dispatch_arguments, dispatch
+from patchbench.report import jobs as jobs_report
+from patchbench.report.findings import FORMATS, PatchLine, render
+from patchbench.series import load_series
+from patchbench.tree import apply_series
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("run", help="apply, check, build and boot a series; one report")
+    parser.add_argument("source", metavar="SOURCE", help='mbox, maildir, message, directory of *.patch, .gz, or "-"')
+    parser.add_argument("--tree", metavar="DIR", default=".", help="the kernel git repository (default: .)")
+    parser.add_argument("--base", metavar="REV", help="apply onto REV instead of the series' base-commit:")
+    parser.add_argument("--version", type=int, metavar="N", help="pick version N of the series instead of the newest")
+    parser.add_argument("--build", action="store_true", help="compile each patch's touched objects (W=1)")
+    parser.add_argument("--boot", action="store_true", help="build the head's kernel and boot it in QEMU")
+    add_dispatch_arguments(parser, formats=FORMATS)
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    series = load_series(args.source, args.version)
+    applied = apply_series(series, Path(args.tree), args.base)
+    for warning in applied.warnings:
+        print(f"patchbench: warning: {warning}", file=sys.stderr)
+    checked = check_applied(applied)
+    results = []
+    if (args.build or args.boot) and applied.applied:
+        results = dispatch(applied, args, objects=args.build, kernel=args.boot, boot=args.boot)
+    subjects = {p.index: p.subject for p in applied.applied}
+    patches = [PatchLine(p.index, p.commit, subjects.get(p.index, "")) for p in checked.patches]
+    failed = applied.to_json()["failed"]
+    report = render(checked.findings, args.format, patches=patches, base=applied.base, failed=failed)
+    if args.format == "json":
+        report = json.dumps({**json.loads(report), "jobs": jobs_report.to_json(results)}, indent=2)
+    elif args.format == "sarif":
+        sarif = json.loads(report)
+        sarif["runs"][0]["results"] += jobs_report.to_sarif_results(results)
+        report = json.dumps(sarif, indent=2)
+    elif args.format == "terse":
+        report = "\n".join(filter(None, [report, *jobs_report.to_terse(results)]))
+    elif results:
+        report += "\n" + jobs_report.to_text(results)
+    print(report)
+    return 1 if checked.findings or failed or jobs_report.exit_code(results) else 0
