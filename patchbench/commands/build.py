@@ -26,8 +26,9 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def add_series_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("source", metavar="SOURCE", help="a series (mbox, maildir, ...) or a commit range A..B")
+def add_series_arguments(parser: argparse.ArgumentParser, ranges: bool = True) -> None:
+    parser.add_argument("source", metavar="SOURCE", help='mbox, maildir, message, directory of *.patch, .gz, or "-"'
+                        + (", or a commit range A..B of the tree" if ranges else ""))
     parser.add_argument("--tree", metavar="DIR", default=".", help="the kernel git repository (default: .)")
     parser.add_argument("--base", metavar="REV", help="apply the series onto REV instead of its base-commit:")
     parser.add_argument("--version", type=int, metavar="N", help="pick version N of the series")

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from patchbench.checks.patches import check_applied
-from patchbench.commands.build import add_dispatch_arguments, dispatch
+from patchbench.commands.build import add_dispatch_arguments, add_series_arguments, dispatch
 from patchbench.report import jobs as jobs_report
 from patchbench.report.findings import FORMATS, PatchLine, render
 from patchbench.series import load_series
@@ -20,10 +20,7 @@ from patchbench.tree import apply_series
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("run", help="apply, check, build and boot a series; one report")
-    parser.add_argument("source", metavar="SOURCE", help='mbox, maildir, message, directory of *.patch, .gz, or "-"')
-    parser.add_argument("--tree", metavar="DIR", default=".", help="the kernel git repository (default: .)")
-    parser.add_argument("--base", metavar="REV", help="apply onto REV instead of the series' base-commit:")
-    parser.add_argument("--version", type=int, metavar="N", help="pick version N of the series instead of the newest")
+    add_series_arguments(parser, ranges=False)
     parser.add_argument("--build", action="store_true", help="compile each patch's touched objects (W=1)")
     parser.add_argument("--boot", action="store_true", help="build the head's kernel and boot it in QEMU")
     add_dispatch_arguments(parser, formats=FORMATS)

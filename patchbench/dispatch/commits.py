@@ -5,15 +5,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from patchbench.dispatch.workspace import git
 from patchbench.errors import BadInput
 from patchbench.tree import AppliedPatch, ApplyResult
-
-
-def _git(repo: Path, *args: str) -> str:
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise BadInput(f"git {args[0]}: {(proc.stderr.strip().splitlines() or ['failed'])[-1]}")
-    return proc.stdout.strip()
 
 
 def is_range(repo: Path, spec: str) -> bool:
@@ -27,15 +21,15 @@ def is_range(repo: Path, spec: str) -> bool:
 
 def applied_range(repo: Path, spec: str) -> ApplyResult:
     start, _, end = spec.partition("..")
-    base = _git(repo, "rev-parse", f"{start}^{{commit}}")
-    head = _git(repo, "rev-parse", f"{end or 'HEAD'}^{{commit}}")
-    commits = _git(repo, "rev-list", "--reverse", "--first-parent", f"{base}..{head}").split()
+    base = git(repo, "rev-parse", f"{start}^{{commit}}")
+    head = git(repo, "rev-parse", f"{end or 'HEAD'}^{{commit}}")
+    commits = git(repo, "rev-list", "--reverse", "--first-parent", f"{base}..{head}").split()
     if not commits:
         raise BadInput(f"the range {spec} holds no commit")
     applied, parent = [], base
     for index, commit in enumerate(commits, start=1):
-        files = _git(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", commit).split("\n")
-        subject = _git(repo, "log", "-1", "--format=%s", commit)
+        files = git(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", commit).split("\n")
+        subject = git(repo, "log", "-1", "--format=%s", commit)
         applied.append(AppliedPatch(index, commit, parent, [f for f in files if f], subject))
         parent = commit
     return ApplyResult(repo, base, f"range {spec}", applied, None, head)

@@ -52,23 +52,24 @@ class Slot:
         """Materialise `commit` in this slot's worktree, never touching the user's checkout."""
         if not (self.src / ".git").exists():
             shutil.rmtree(self.src, ignore_errors=True)
-            _git(self.repo, "worktree", "prune")
-            _git(self.repo, "worktree", "add", "--detach", "--force", str(self.src), commit)
+            git(self.repo, "worktree", "prune")
+            git(self.repo, "worktree", "add", "--detach", "--force", str(self.src), commit)
         else:
-            _git(self.src, "checkout", "--detach", "--force", "--quiet", commit)
+            git(self.src, "checkout", "--detach", "--force", "--quiet", commit)
         # A worktree is clean by construction; remove anything a previous run left behind.
-        _git(self.src, "clean", "-fdxq")
+        git(self.src, "clean", "-fdxq")
 
 
-def _git(repo: Path, *args: str) -> str:
+def git(repo: Path, *args: str) -> str:
     proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
     if proc.returncode != 0:
-        raise BadInput(f"git {' '.join(args[:2])} in {repo}: {proc.stderr.strip().splitlines()[-1:]}")
+        last = (proc.stderr.strip().splitlines() or ["failed"])[-1]
+        raise BadInput(f"git {' '.join(args[:2])} in {repo}: {last}")
     return proc.stdout.strip()
 
 
 def resolve(repo: Path, rev: str) -> str:
-    return _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    return git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
 
 
 def build_key(repo: Path, base: str, config_text: str, make_vars: dict[str, str]) -> str:
