@@ -20,7 +20,9 @@ ID = "lock-imbalance"
 SEVERITY = "error"
 MESSAGE = "a lock taken in the function is not released on some return path"
 
-_WRAPPER_NAME = re.compile(r"lock|acquire|_get$|_begin$|_start$|_enter$", re.IGNORECASE)
+# Names of functions meant to return with a lock held: foo_lock(), foo_lock_irqsave(), foo_trylock(), ...
+_WRAPPER_NAME = re.compile(r"(^|_)(try)?lock(_bh|_irq\w*|_nested|_shared|_exclusive|_all)?$"
+                           r"|lock_sock$|_(acquire|get|begin|start|enter|hold)$", re.IGNORECASE)
 _WRAPPER_REGISTRATIONS = {"start", "seq_start"}
 _FAILURE = re.compile(r"^(NULL|false|0|ERR_PTR\(.*\)|-E\w+|-\d+|-?\w*err\w*|ret)$")
 

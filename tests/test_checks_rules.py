@@ -1,0 +1,90 @@
+"""Lock rules on hand-written fixtures (bugs and tricky correct shapes) and on pristine 6.1 files."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from patchbench.checks import engine
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checks"
+OUR_RULES = {"ptr-ring-consume-unlocked", "ptr-ring-produce-unlocked", "lock-imbalance"}
+EXPECT = re.compile(r"expect: ([\w-]+)")
+FIXTURE_FILES = sorted([*FIXTURES.glob("ptr_ring/*.c"), *FIXTURES.glob("lock/*.c")])
+
+
+def expected(source: bytes) -> set[tuple[int, str]]:
+    return {(number, match.group(1))
+            for number, line in enumerate(source.decode().splitlines(), 1)
+            for match in EXPECT.finditer(line)}
+
+
+@pytest.mark.parametrize("fixture", FIXTURE_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_fixture_findings_are_exactly_the_marked_lines(fixture: Path):
+    source = fixture.read_bytes()
+    found = engine.check_source(str(fixture), source, OUR_RULES)
+    assert {(f.line, f.rule) for f in found} == expected(source)
+
+
+def test_fixtures_hold_true_positives_for_every_rule():
+    marked = set()
+    for fixture in FIXTURE_FILES:
+        marked |= {rule for _, rule in expected(fixture.read_bytes())}
+    assert marked == OUR_RULES
+
+
+def test_messages_name_the_ring_and_the_missing_lock():
+    source = (FIXTURES / "ptr_ring" / "consume_bugs.c").read_bytes()
+    found = {f.function: f for f in engine.check_source("consume_bugs.c", source, OUR_RULES)}
+    assert found["demo_consume_bare"].message == (
+        "__ptr_ring_consume(q->tx_ring) without q->tx_ring's consumer_lock held here or in every caller")
+    assert "on some paths" in found["demo_consume_unlock_on_one_path"].message
+    assert "after __ptr_ring_consume_batched" in found["demo_batched_then_space"].message
+
+
+def test_suppression_needs_the_rule_id():
+    source = b"""static void *f(struct q *q)
+{
+	/* patchbench: allow(lock-imbalance) wrong rule named */
+	return __ptr_ring_consume(&q->ring);
+}
+"""
+    assert [f.rule for f in engine.check_source("s.c", source, OUR_RULES)] == ["ptr-ring-consume-unlocked"]
+    allowed = source.replace(b"allow(lock-imbalance)", b"allow(lock-imbalance, ptr-ring-consume-unlocked)")
+    assert engine.check_source("s.c", allowed, OUR_RULES) == []
+
+
+PRISTINE = ["drivers/net/tun.c", "drivers/net/tap.c", "drivers/vhost/net.c", "drivers/net/virtio_net.c",
+            "include/linux/ptr_ring.h", "include/linux/skb_array.h", "drivers/net/veth.c",
+            "net/core/page_pool.c", "net/sched/sch_generic.c", "kernel/bpf/cpumap.c"]
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("path", PRISTINE)
+def test_pristine_61_files_have_no_lock_findings(kernel_tree: Path, path: str):
+    found = engine.check_source(path, (kernel_tree / path).read_bytes(), OUR_RULES)
+    assert found == []
+
+
+@pytest.mark.kernel
+def test_mutated_tun_consume_without_lock_is_found(kernel_tree: Path):
+    """Drop the lock from 6.1's own ptr_ring_consume() use in tun_ring_recv: the lockless spelling."""
+    source = (kernel_tree / "drivers/net/tun.c").read_bytes()
+    assert source.count(b"ptr = ptr_ring_consume(&tfile->tx_ring);") == 2
+    mutated = source.replace(b"ptr = ptr_ring_consume(&tfile->tx_ring);",
+                             b"ptr = __ptr_ring_consume(&tfile->tx_ring);", 1)
+    found = engine.check_source("drivers/net/tun.c", mutated, OUR_RULES)
+    assert [(f.rule, f.function) for f in found] == [("ptr-ring-consume-unlocked", "tun_ring_recv")]
+
+
+@pytest.mark.kernel
+def test_mutated_missing_unlock_in_tap_is_found(kernel_tree: Path):
+    """tap_get_user() unlocks RCU on each of its 3 exits; forget the one before `return total_len`."""
+    source = (kernel_tree / "drivers/net/tap.c").read_bytes()
+    exit_path = b"\t\tkfree_skb(skb);\n\t\trcu_read_unlock();\n\t\treturn total_len;\n"
+    assert source.count(exit_path) == 1
+    mutated = source.replace(exit_path, b"\t\tkfree_skb(skb);\n\t\treturn total_len;\n")
+    found = engine.check_source("drivers/net/tap.c", mutated, OUR_RULES)
+    assert [(f.rule, f.function) for f in found] == [("lock-imbalance", "tap_get_user")]
