@@ -60,22 +60,25 @@ class Series:
 def load_series(source: str, version: int | None = None) -> Series:
     """The series in `source` (mbox, maildir, message, directory, .gz or "-"): newest version unless asked.
 
+    When the source holds several unrelated series, the first one stored is taken.
     Raises BadInput when the source is unreadable, truncated, or holds no patch.
     """
-    return select_series(find_series(source), version, source)
+    topics, replies = _group(source)
+    return select_series([[_build(p, topics[0], replies) for p in topics[0]]], version, source)
 
 
 def find_series(source: str) -> list[list[Series]]:
     """Every series in `source`, grouped by topic (the versions of one piece of work), oldest first."""
+    topics, replies = _group(source)
+    return [[_build(posting, topic, replies) for posting in topic] for topic in topics]
+
+
+def _group(source: str) -> tuple[list[list[Posting]], dict[int, list[Item]]]:
     items = build_items(list(read_mails(source)))
     postings = [p for p in group_postings(items) if p.patches]
     if not postings:
         raise BadInput(f"{_name(source)}: no patch found in {len(items)} message(s)")
-    replies = _replies_by_target(items)
-    topics = []
-    for topic in _topics(postings):
-        topics.append([_build(posting, topic, replies) for posting in topic])
-    return topics
+    return _topics(postings), _replies_by_target(items)
 
 
 def select_series(topics: list[list[Series]], version: int | None, source: str = "") -> Series:
