@@ -107,3 +107,17 @@ def test_results_command_lists_the_jobs(planted, results_db):
     assert proc.returncode == 0, proc.stderr
     kinds = {(row["kind"], row.get("scope")) for row in json.loads(proc.stdout)}
     assert ("build", "objects") in kinds and ("boot", None) in kinds
+
+
+def test_run_reports_findings_and_build_jobs_together(kernel_tree, planted, results_db, tmp_path):
+    base, series = planted
+    head, _ = series["warning-series"]
+    subprocess.run(["git", "-C", str(kernel_tree), "format-patch", "-q", "-o", str(tmp_path / "series"),
+                    f"{base}..{head}"], check=True)
+    code, report, _ = patchbench("run", str(tmp_path / "series"), "--tree", str(kernel_tree), "--base", base,
+                                 "--build", "--results", str(results_db))
+    assert code == 1
+    assert "findings" in report and [p["index"] for p in report["patches"]] == [1, 2, 3]
+    by_patch = {j["patch"]: j for j in report["jobs"]}
+    assert [w["message"] for w in by_patch[2]["new_warnings"]] == ["unused variable 'init_count'"]
+    assert by_patch[3]["status"] == "pass"

@@ -111,11 +111,17 @@ def run_objects(job: ObjectsJob, ctx: Context) -> JobResult:
             kbuild.slot.checkout(job.commit)
             ctx.progress.stage(f"W=1 after: {' '.join(result.objects)}")
             after, built_after = _compile(kbuild, result.objects, log, job, ctx)
+            built_after |= {o for o in built_before if not _has_source(kbuild, o)}  # deleted by the patch
             result.new_warnings = warnings.new_since(before, after)
             result.fixed_warnings = warnings.new_since(after, before)
             _judge(result, built_before, built_after)
     result.seconds = time.monotonic() - start
     return result
+
+
+def _has_source(kbuild: Kbuild, obj: str) -> bool:
+    stem = kbuild.slot.src / obj.removesuffix(".o")
+    return any(stem.with_suffix(suffix).exists() for suffix in COMPILED_SUFFIXES)
 
 
 def _judge(result: JobResult, built_before: set[str], built_after: set[str]) -> None:

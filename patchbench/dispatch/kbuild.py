@@ -11,9 +11,10 @@ from patchbench.dispatch.kconfig import ConfigCheck, KernelConfig, check_dotconf
 from patchbench.dispatch.workspace import Slot
 
 # Fixed so that rebuilding the same source gives the same objects (and ccache hits on init/version.o).
+# Kbuild unexports LC_ALL, so the C locale (ASCII quotes in diagnostics) is asked for by LANG and LC_*.
 REPRODUCIBLE_ENV = {
     "KBUILD_BUILD_TIMESTAMP": "1970-01-01", "KBUILD_BUILD_USER": "patchbench",
-    "KBUILD_BUILD_HOST": "patchbench", "LC_ALL": "C",
+    "KBUILD_BUILD_HOST": "patchbench", "LC_ALL": "C", "LANG": "C", "LC_CTYPE": "C", "LC_MESSAGES": "C",
 }
 DEFAULT_MAKE_VARS = {"ARCH": "x86_64", "CC": "ccache gcc", "W": "1"}
 

@@ -32,6 +32,9 @@ class Diagnostic:
                 "kind": self.kind, "message": self.message}
 
 
+_ASCII_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'"})
+
+
 def _normalise(message: str) -> str:
     # Numbers in messages are mostly sizes, offsets and line references that move with unrelated edits.
     return re.sub(r"\d+", "N", message)
@@ -44,7 +47,8 @@ def parse(output: str, src_prefix: str) -> list[Diagnostic]:
 
     function_of: dict[str, str] = {}
     found: list[Diagnostic] = []
-    for line in output.splitlines():
+    # gcc quotes with U+2018/U+2019 in a UTF-8 locale: the same diagnostic either way.
+    for line in output.translate(_ASCII_QUOTES).splitlines():
         if m := _CONTEXT.match(line):
             function_of[rel(m["file"])] = m["func"] or ""
         elif m := _DIAG.match(line):
