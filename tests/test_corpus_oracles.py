@@ -94,31 +94,28 @@ def _diff_part(patch_text: str) -> str:
     return patch_text[match.start():] if match else ""
 
 
+def _header_cases(case: str, view: dict[str, str], info: dict[str, str]):
+    for key in ("Author", "Email", "Subject"):
+        if key in info:
+            yield f"{case}:{key}", view[key] == info[key], f"{view[key]!r} != {info[key]!r}"
+
+
 def git_mailinfo_cases(corpus: Path):
     """git t5100: each message of sample.mbox against info/msg/patch, field by field."""
     t5100 = corpus / "git" / "t5100"
     for number, raw in enumerate(iter_raw_messages(str(t5100 / "sample.mbox")), start=1):
         view = _mailinfo_view(raw)
-        info = _read_info(t5100 / f"info{number:04d}")
-        for key in ("Author", "Email", "Subject"):
-            if key in info:
-                yield f"info{number:04d}:{key}", view[key] == info[key], f"{view[key]!r} != {info[key]!r}"
+        yield from _header_cases(f"info{number:04d}", view, _read_info(t5100 / f"info{number:04d}"))
         msg = (t5100 / f"msg{number:04d}").read_text(encoding="utf-8", errors="replace").strip("\n")
         yield f"msg{number:04d}", view["msg"] == msg, f"{view['msg']!r} != {msg!r}"
         patch = _diff_part(_oracle_text(t5100 / f"patch{number:04d}"))
         yield f"patch{number:04d}", view["patch"] == patch, f"{view['patch'][:200]!r} != {patch[:200]!r}"
     for number, raw in enumerate(iter_raw_messages(str(t5100 / "rfc2047-samples.mbox")), start=1):
         view = _mailinfo_view(raw)
-        info = _read_info(t5100 / f"rfc2047-info-{number:04d}")
-        for key in ("Author", "Email", "Subject"):
-            if key in info:
-                yield f"rfc2047-{number:04d}:{key}", view[key] == info[key], f"{view[key]!r} != {info[key]!r}"
+        yield from _header_cases(f"rfc2047-{number:04d}", view, _read_info(t5100 / f"rfc2047-info-{number:04d}"))
     for name in ("info-from", "quoted-string", "comment", "embed-from"):
         view = _mailinfo_view((t5100 / f"{name}.in").read_bytes())
-        info = _read_info(t5100 / f"{name}.expect")
-        for key in ("Author", "Email", "Subject"):
-            if key in info:
-                yield f"{name}:{key}", view[key] == info[key], f"{view[key]!r} != {info[key]!r}"
+        yield from _header_cases(name, view, _read_info(t5100 / f"{name}.expect"))
 
 
 def git_mboxrd_cases(corpus: Path):
