@@ -55,10 +55,24 @@ class FunctionInfo:
     function: Function             # with the pseudo use sites added to its calls
     owned: frozenset               # families it takes itself
     owned_locks: frozenset         # lock keys it takes itself
+    sections_from: int             # start byte of its first own reader section call (opener or closer)
+    opens: bool                    # that first call opens a section (no unbalanced unlock before it)
     precondition: frozenset        # entry facts it states itself
     requires_reader: bool          # stated RCU precondition: callers must provide a section
     pointers: frozenset            # pointer locals and parameters
     relevant: bool                 # holds a site the rules judge
+
+    def holds(self, fact: tuple, at: int) -> bool:
+        """Whether a held fact counts at byte `at`: an assumed one does not when the function
+        takes that family itself (its callers then hold none), except before the function's
+        first section when that opens one (a receive path nesting a section of its own)."""
+        if fact[0] == "r":
+            if fact[3] != "assumed" or fact[1] not in self.owned:
+                return True
+            return fact[1] in P.OWNED_WITH_SECTION and self.opens and at < self.sections_from
+        if fact[0] == "lock":
+            return fact[2] != "assumed" or fact[1] not in self.owned_locks
+        return False
 
 
 @dataclass
@@ -71,16 +85,12 @@ class Analysis:
 
 # -- facts -------------------------------------------------------------------------------------
 
-def effective(state: frozenset, info: FunctionInfo) -> tuple[set, set]:
-    """(families, lock keys) held in `state` for the function `info`."""
+def effective(state: frozenset, info: FunctionInfo, at: int) -> tuple[set, set]:
+    """(families, lock keys) held in `state` at byte `at` of the function `info`."""
     families, locks = set(), set()
     for fact in state:
-        if fact[0] == "r":
-            if fact[3] != "assumed" or fact[1] not in info.owned:
-                families.add(fact[1])
-        elif fact[0] == "lock":
-            if fact[2] != "assumed" or fact[1] not in info.owned_locks:
-                locks.add(fact[1])
+        if info.holds(fact, at):
+            (families if fact[0] == "r" else locks).add(fact[1])
     return families, locks
 
 
@@ -174,6 +184,9 @@ def _stated_precondition(model: FileModel, function: Function) -> tuple[frozense
             facts.add(("lock", model.canonical(function, call.args[0]), "entry"))
     if reader:
         facts |= _entry_facts(P.READERS - {"spin"}, "entry")
+    texts = (function.comment or "", function.body_comment or "", above if "/*" in above else "")
+    if any(P.RTNL_COMMENT.search(text) for text in texts):
+        facts.add(("r", "rtnl", 1, "entry"))
     return frozenset(facts), reader
 
 
@@ -187,11 +200,15 @@ def _lock_op(call: CallSite):
 def _function_info(model: FileModel, function: Function, helpers: set[str]) -> FunctionInfo:
     owned: set = set()
     owned_locks: set = set()
-    relevant = False
+    relevant = opens = False
+    sections_from = function.node.end_byte
     for call in function.calls:
         section = P.SECTIONS.get(call.name)
-        if call.name in P.EXPLICIT_OPENERS or call.name == "guard(rcu)":
+        if call.name in P.EXPLICIT_SECTIONS or call.name == "guard(rcu)":
             owned |= P.OWNED_WITH_SECTION
+            if call.start < sections_from:
+                sections_from = call.start
+                opens = P.SECTIONS.get(call.name, ("", 1))[1] > 0
         elif section and section[1] >= 0 and section[0] in ("rtnl", "srcu"):
             owned.add(section[0])
         lock = _lock_op(call)
@@ -209,7 +226,8 @@ def _function_info(model: FileModel, function: Function, helpers: set[str]) -> F
         augmented._index()
         relevant = True
     precondition, requires_reader = _stated_precondition(model, function)
-    return FunctionInfo(augmented, frozenset(owned), frozenset(owned_locks), precondition,
+    return FunctionInfo(augmented, frozenset(owned), frozenset(owned_locks), sections_from, opens,
+                        precondition,
                         requires_reader, pointers, relevant)
 
 
@@ -245,7 +263,7 @@ class RcuTransfer(flow.Transfer):
             if delta > 0:
                 return _acquire(state, family)
             if delta < 0:
-                return self.released(_release(state, family), info)
+                return self.released(_release(state, family), info, call)
             return state
         lock = _lock_op(call)
         if lock is not None:
@@ -253,7 +271,7 @@ class RcuTransfer(flow.Transfer):
             if op == "lock":
                 return self.lock(state, call, info, kind, suffix)
             if op == "unlock":
-                return self.released(self.unlock(state, call, info, kind, suffix), info)
+                return self.released(self.unlock(state, call, info, kind, suffix), info, call)
             return state
         if P.REFERENCE.search(call.name):
             return self.referenced(state, call)
@@ -287,9 +305,9 @@ class RcuTransfer(flow.Transfer):
             return self.lock(state, call, info, lock[0], lock[2])
         return state
 
-    def released(self, state: frozenset, info: FunctionInfo) -> frozenset:
+    def released(self, state: frozenset, info: FunctionInfo, call: CallSite) -> frozenset:
         """After a release: values read in the function's own sections go stale with the last reader."""
-        families, _ = effective(state, info)
+        families, _ = effective(state, info, call.start)
         if families & P.KEEPS_ALIVE:
             return state
         live = {f for f in state if f[0] == "t" and f[4] == "live"}
@@ -318,9 +336,9 @@ class RcuTransfer(flow.Transfer):
         if origin[0] == "derived":
             return state | {("t", target) + origin[1][2:5] + (-1,)}
         # A fresh value: tracked only when the function's own section is all that protects it.
-        readers = {f for f in state if f[0] == "r" and f[1] in P.KEEPS_ALIVE}
-        if not readers or any(f[3] != "own" and (f[3] != "assumed" or f[1] not in info.owned)
-                              for f in readers):
+        readers = {f for f in state if f[0] == "r" and f[1] in P.KEEPS_ALIVE
+                   and info.holds(f, value.start_byte)}
+        if not readers or any(f[3] != "own" for f in readers):
             return state
         return state | {("t", target, origin[1], target, "live", value_call_start(value))}
 
@@ -371,15 +389,17 @@ def _universe(known_locks: frozenset) -> frozenset:
     return _entry_facts(families, "assumed") | {("lock", key, "assumed") for key in known_locks}
 
 
-def _inherited(state: frozenset, caller: FunctionInfo) -> frozenset:
+def _inherited(state: frozenset, caller: FunctionInfo, at: int) -> frozenset:
     """What a caller's state at a call site gives its callee: held facts, as entry facts, each
     family's levels renumbered from 1 (the caller's ineffective assumed levels are gone)."""
     facts = set()
     levels: dict[str, list] = {}
     for fact in state:
-        if fact[0] == "r" and (fact[3] != "assumed" or fact[1] not in caller.owned):
+        if not caller.holds(fact, at):
+            continue
+        if fact[0] == "r":
             levels.setdefault(fact[1], []).append(fact)
-        elif fact[0] == "lock" and (fact[2] != "assumed" or fact[1] not in caller.owned_locks):
+        else:
             facts.add(("lock", fact[1], "assumed" if fact[2] == "assumed" else "entry"))
     for family, held in levels.items():
         for level, fact in enumerate(sorted(held, key=lambda f: f[2]), 1):
@@ -449,7 +469,7 @@ def _analyse(model: FileModel) -> Analysis:
                 if call.function in results:
                     caller = infos[call.function]
                     site = next((c for c in caller.function.calls if c.node == call.node), call)
-                    contributions.extend(_inherited(s, caller) for s in results[call.function].states_at(site))
+                    contributions.extend(_inherited(s, caller, call.start) for s in results[call.function].states_at(site))
             if not contributions:
                 contributions = [universe]
             new_entries[name] = infos[name].precondition | _meet(contributions)
@@ -518,7 +538,9 @@ def verdict(analysis: Analysis, site: Site, state: frozenset) -> str:
     """"ok", "weak" (another flavour: lockdep splat) or "missing" for a primitive in one state."""
     need = site.need
     info = site.function
-    families, locks = effective(state, info)
+    families, locks = effective(state, info, site.call.start)
+    if need is P.HELPER_NEED and not any(f[:2] == ("r", "rtnl") and f[3] != "assumed" for f in state):
+        families.discard("rtnl")   # RTNL stands in for a section only when known to be held
     if families & need.strict:
         return "ok"
     if need.condition_arg is not None and need.condition_arg < len(site.call.args):

@@ -53,7 +53,7 @@ def check(model: FileModel) -> Iterable[Finding]:
 
 
 def _reader(state: frozenset, site: A.Site) -> bool:
-    families, _ = A.effective(state, site.function)
+    families, _ = A.effective(state, site.function, site.call.start)
     return bool(families & P.READERS)
 
 

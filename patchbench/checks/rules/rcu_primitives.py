@@ -79,7 +79,9 @@ NOT_HELPER = re.compile(r"^(rcu_|call_rcu|kfree_rcu|kvfree_rcu|synchronize_|list
                         r"hash_|__list_|__hlist_|sk_nulls_|__sk_nulls_|hlist_nulls_|"
                         r"free_percpu_rcu|rcuref_|\w*_free_rcu$|\w*_destroy_rcu$|\w*_put_rcu$|"
                         r"\w*_release_rcu$|\w*_add_rcu$|\w*_del_rcu$|\w*_replace_rcu$|\w*_init_rcu$)")
-HELPER_NEED = Need(_ANY, frozenset(), None, "an RCU read-side section", True)
+# RTNL, the update-side lock of most netdev RCU data, is accepted for them too (__in6_dev_get,
+# bond_option_active_slave_get_rcu under ndo_eth_ioctl).
+HELPER_NEED = Need(_ANY | {"rtnl"}, frozenset(), None, "an RCU read-side section", True)
 
 # Calls that open and close sections: name -> (family, +1 open / -1 close).
 SECTIONS: dict[str, tuple[str, int]] = {
@@ -99,9 +101,9 @@ SECTIONS: dict[str, tuple[str, int]] = {
     "rtnl_lock": ("rtnl", 1), "rtnl_unlock": ("rtnl", -1),
     "rtnl_trylock": ("rtnl", 0),   # 0: taken only when the call returns nonzero
 }
-# The explicit read-side openers: a function calling one manages its own sections.
-EXPLICIT_OPENERS = frozenset(name for name, (family, delta) in SECTIONS.items()
-                             if delta == 1 and family in ("rcu", "rcu_bh", "rcu_sched", "trace"))
+# The explicit read-side openers and closers: a function calling one manages its own sections.
+EXPLICIT_SECTIONS = frozenset(name for name, (family, delta) in SECTIONS.items()
+                              if family in ("rcu", "rcu_bh", "rcu_sched", "trace"))
 
 # Named locks: spin/raw_spin/read/write lock variants, and mutexes.
 LOCK_CALL = re.compile(r"^(?P<kind>raw_spin|spin|read|write|mutex)_(?P<op>lock|unlock|trylock)"
@@ -113,8 +115,13 @@ LOCK_SIDE_EFFECT = {"_bh": "bh", "_irq": "irq", "_irqsave": "irq", "_irqrestore"
 # Preconditions stated by the function: comments, annotations, asserts.
 PRECONDITION_COMMENT = re.compile(
     r"(called|invoked|must be called|caller must hold|hold(s|ing)?)\s.{0,30}rcu_read_lock|"
-    r"under rcu(_| )read|with rcu_read_lock|rcu read[- ]side|under rcu\b|rcu_read_lock\(\) held|"
-    r"within (an )?rcu|inside (an )?rcu|in rcu read", re.I | re.S)
+    r"under rcu(_| )read|with rcu_read_lock|rcu read[- ]side|under (the )?rcu\b|"
+    r"rcu_read_lock\(\) held|(called|invoked|be|run(s)?)\s+(with(in)?|in|inside|under)\s+(an? )?"
+    r"(rcu|rcu_read_lock|rcu read lock)\b|rcu (read )?(lock|critical section) (is )?held|"
+    r"in rcu (critical|read)", re.I | re.S)
+RTNL_COMMENT = re.compile(
+    r"(rtnl|rtnl_lock|rtnl lock)(\(\))? (must be |is |should be )?held|(under|with|holding|hold(s)?) "
+    r"(the )?(rtnl|rtnl_lock|rtnl lock)\b|caller.{0,20}\brtnl\b", re.I | re.S)
 RCU_ASSERTS = frozenset({"rcu_read_lock_held", "rcu_read_lock_bh_held", "rcu_read_lock_sched_held",
                          "rcu_read_lock_any_held", "lockdep_assert_in_rcu_read_lock",
                          "lockdep_assert_in_rcu_reader", "RCU_LOCKDEP_WARN"})

@@ -1,0 +1,91 @@
+"""The RCU rules on the real Linux 6.1 tree: quiet on pristine drivers, loud on broken copies.
+
+Mutations edit the file text in memory only; the kernel_tree repository is never touched."""
+
+import re
+
+import pytest
+
+from patchbench.checks import engine
+
+RULES = {"rcu-deref-unprotected", "rcu-pointer-escapes"}
+DEREF, ESCAPE = "rcu-deref-unprotected", "rcu-pointer-escapes"
+
+PRISTINE = ["drivers/net/tun.c", "drivers/net/tap.c", "drivers/vhost/net.c",
+            "drivers/net/virtio_net.c", "include/linux/ptr_ring.h",
+            "drivers/net/bonding/bond_main.c", "drivers/net/wireguard/socket.c",
+            "drivers/net/wireguard/send.c", "drivers/net/wireguard/receive.c"]
+
+# (file, function, text in that function, replacement, rule, severity, functions reported in:
+# the first is where the expected finding is; the others may also hold findings)
+MUTATIONS = [
+    # the unlock moved above the reference tun_get() takes
+    ("drivers/net/tun.c", "tun_get",
+     "\tif (tun)\n\t\tdev_hold(tun->dev);\n\trcu_read_unlock();\n",
+     "\trcu_read_unlock();\n\tif (tun)\n\t\tdev_hold(tun->dev);\n", ESCAPE, "error", "tun_get"),
+    # the section of tun_get() deleted
+    ("drivers/net/tun.c", "tun_get", "\trcu_read_lock();\n", "", DEREF, "error", "tun_get"),
+    # xmit without its own rcu_read_lock(): __dev_queue_xmit's rcu_read_lock_bh() is another flavour
+    ("drivers/net/tun.c", "tun_net_xmit", "\trcu_read_lock();\n", "", DEREF, "warning",
+     ("tun_net_xmit", "run_ebpf_filter")),
+    # the caller's section removed: tun_xdp_one() relies on it (BH is still off: lockdep splat)
+    ("drivers/net/tun.c", "tun_sendmsg", "\t\trcu_read_lock();\n", "", DEREF, "warning",
+     "tun_xdp_one"),
+    # the caller's section removed around the steering helpers of ndo_select_queue
+    ("drivers/net/tun.c", "tun_select_queue", "\trcu_read_lock();\n", "", DEREF, "warning",
+     ("tun_select_queue", "tun_ebpf_select_queue")),
+    # tap: section deleted before the queue's tap is read
+    ("drivers/net/tap.c", "tap_get_user",
+     "\trcu_read_lock();\n\ttap = rcu_dereference(q->tap);\n\tif (!tap) {",
+     "\ttap = rcu_dereference(q->tap);\n\tif (!tap) {", DEREF, "error", "tap_get_user"),
+    # tap: the unlock moved above the use of the tap's device
+    ("drivers/net/tap.c", "tap_get_user",
+     "\tskb->dev = tap->dev;\n", "\trcu_read_unlock();\n\tskb->dev = tap->dev;\n\trcu_read_lock();\n",
+     ESCAPE, "error", "tap_get_user"),
+    # tap: the error path reads the tap after its section
+    ("drivers/net/tap.c", "tap_get_user",
+     "\tif (tap && tap->count_tx_dropped)\n\t\ttap->count_tx_dropped(tap);\n\trcu_read_unlock();\n",
+     "\trcu_read_unlock();\n\tif (tap && tap->count_tx_dropped)\n\t\ttap->count_tx_dropped(tap);\n",
+     ESCAPE, "error", "tap_get_user"),
+    # virtio_net: receive_small's section deleted
+    ("drivers/net/virtio_net.c", "receive_small", "\trcu_read_lock();\n", "", DEREF, "error",
+     "receive_small"),
+    # wireguard: send4 without its rcu_read_lock_bh()
+    ("drivers/net/wireguard/socket.c", "send4", "\trcu_read_lock_bh();\n", "", DEREF, "error",
+     "send4"),
+    # bonding: the relock after rtnl_unlock() forgotten in the ARP monitor
+    ("drivers/net/bonding/bond_main.c", "bond_activebackup_arp_mon",
+     "\t\trtnl_unlock();\n\t\trcu_read_lock();\n", "\t\trtnl_unlock();\n", DEREF, "error",
+     "bond_activebackup_arp_mon"),
+]
+
+
+def lint(path: str, source: bytes):
+    return engine.check_source(path, source, RULES)
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("path", PRISTINE)
+def test_pristine_file_has_no_finding(kernel_tree, path):
+    assert lint(path, (kernel_tree / path).read_bytes()) == []
+
+
+def mutate(source: str, function: str, old: str, new: str) -> str:
+    start = re.search(rf"^[^\n;]*\b{re.escape(function)}\(", source, re.M)
+    assert start, function
+    end = source.index("\n}\n", start.start())
+    body = source[start.start():end]
+    assert body.count(old) == 1, f"{old!r} must occur once in {function}"
+    return source[:start.start()] + body.replace(old, new) + source[end:]
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("path,function,old,new,rule,severity,reported_in", MUTATIONS,
+                         ids=[f"{m[0].rsplit('/', 1)[1]}:{m[1]}:{m[4]}" for m in MUTATIONS])
+def test_mutation_is_found(kernel_tree, path, function, old, new, rule, severity, reported_in):
+    reported_in = (reported_in,) if isinstance(reported_in, str) else reported_in
+    source = (kernel_tree / path).read_text()
+    broken = mutate(source, function, old, new)
+    found = lint(path, broken.encode())
+    assert (rule, severity, reported_in[0]) in {(f.rule, f.severity, f.function) for f in found}
+    assert all(f.function in reported_in for f in found), found
