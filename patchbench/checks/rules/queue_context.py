@@ -38,12 +38,18 @@ FREES_TX = re.compile(r"^(dev_kfree_skb\w*|dev_consume_skb\w*|napi_consume_skb|k
 XMIT_FIELDS = {"ndo_start_xmit"}
 _XMIT_NAME = re.compile(r"(xmit|start_tx|hard_start|(^|_)send(_pkt)?$)")
 _CONSUMER_NAME = re.compile(
-    r"(poll|clean|complet|_done|reclaim|tx_int|tx_irq|_isr|interrupt|_irq$|_gc$|recv|read|consume)")
+    r"(poll|clean|complet|_done|reclaim|tx_int|tx_irq|_isr|interrupt|_irq$|_gc$|recv|receive|read|"
+    r"consume|wakeup)")
 _OTHER_NAME = re.compile(
     r"(reset|restart|reinit|recover|timeout|watchdog|(^|_)up$|(^|_)down$|open|close|(^|_)stop$|"
     r"suspend|resume|freeze|thaw|probe|remove|init|setup|config|mtu|(^|_)set_|link|carrier|"
     r"_task$|hang|error|detach|attach|enable|disable|ethtool|ioctl|change|shutdown|teardown|"
-    r"uninit|free|destroy|release)")
+    r"uninit|free|destroy|release|fail)")
+# A stop in a function named like this is teardown or error handling even when xmit reaches it.
+TEARDOWN_NAME = re.compile(r"(reset|restart|reinit|recover|timeout|watchdog|fail|error|(^|_)err$|hang|"
+                           r"suspend|close|(^|_)down$|shutdown|teardown|uninit|detach)")
+_STOPPED_TEST = re.compile(r"^(netif_queue_stopped|netif_tx_queue_stopped|__netif_subqueue_stopped|"
+                           r"netif_subqueue_stopped|netif_xmit_stopped)$")
 # Generic callback names: a consumer unless the name also says what else it is (link handler).
 _CALLBACK_NAME = re.compile(r"(handler|_cb$|callback)")
 _OTHER_FIELD = re.compile(r"^(ndo_|get_|set_|suspend|resume|freeze|thaw|poweroff|restore|probe|"
@@ -81,8 +87,11 @@ class Sides:
                                          for k in kinds - DEFERRED_KINDS if not _OTHER_FIELD.search(k)):
             return "consumer"
         if kinds & DEFERRED_KINDS:
-            frees = self.frees_tx(name)
-            return "consumer" if frees and not _OTHER_NAME.search(name) else "other"
+            # deferred work completes tx when it frees buffers or waits for a stopped queue to drain
+            if _CONSUMER_NAME.search(name) or (not _OTHER_NAME.search(name) and (
+                    self.frees_tx(name) or self.tests_stopped(name))):
+                return "consumer"
+            return "other"
         if kinds:
             return "other"
         if not self.model.has_unknown_callers(name) and name in self.model.callers:
@@ -115,16 +124,30 @@ class Sides:
 
     def frees_tx(self, name: str) -> bool:
         """The function, or one it calls in this file, frees transmitted buffers."""
+        return self._calls_somewhere(name, FREES_TX)
+
+    def tests_stopped(self, name: str) -> bool:
+        """The function, or one it calls in this file, tests whether a queue is stopped."""
+        return self._calls_somewhere(name, _STOPPED_TEST)
+
+    def _calls_somewhere(self, name: str, pattern: re.Pattern) -> bool:
         seen, stack = set(), [name]
         while stack:
             current = stack.pop()
             if current in seen:
                 continue
             seen.add(current)
-            if any(FREES_TX.match(c.name) for c in self.model.functions[current].calls):
+            if any(pattern.match(c.name) for c in self.model.functions[current].calls):
                 return True
             stack.extend(self.callees[current])
         return False
+
+    def restarts_queue(self, function: Function) -> bool:
+        """A start here restarts a queue as a completion does (not bringing the device up): the
+        function tests whether the queue is stopped or frees transmitted buffers."""
+        if _OTHER_NAME.search(function.name):
+            return False
+        return any(_STOPPED_TEST.match(c.name) for c in function.calls) or self.frees_tx(function.name)
 
     def has_consumer_root(self) -> bool:
         return any(self.root_side(name) == "consumer" and self._is_registered(name)

@@ -22,4 +22,4 @@ def check(model: FileModel) -> Iterable[Finding]:
     for verdict in queue_flow.analyse(model):
         if verdict.rule == ID:
             yield engine.finding(module, model, verdict.site.line, verdict.site.function.name,
-                                 verdict.message)
+                                 verdict.message, verdict.severity)
