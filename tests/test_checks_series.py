@@ -190,7 +190,7 @@ def test_identity_ignores_line_shifts_and_repeats(tmp_path, capsys):
     """A small repository: moving an old finding or repeating it is not new; a new function is."""
     repo = tmp_path / "small"
     repo.mkdir()
-    git(repo, "init", "-q")
+    git(repo, "init", "-q", "-b", "main")
     base = commit_files(repo, None, {"drivers/net/small.c": SMALL.encode()}, "base", ref="refs/heads/main")
     shifted = SMALL.replace("#include <linux/ptr_ring.h>\n", "#include <linux/ptr_ring.h>\n\n/* moved down */\n\n")
     repeated = shifted.replace("\treturn __ptr_ring_consume(r);\n",
