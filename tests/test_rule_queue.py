@@ -100,6 +100,8 @@ XEN_WAKE = "\t\tnetif_tx_wake_queue(netdev_get_tx_queue(dev, queue->id));"
 NETVSC_WAKE = "\t\t\tnetif_tx_wake_queue(txq);\n\t\t\tndev_ctx->eth_stats.wake_queue++;\n\t\t}\n\t}\n}"
 VIRTIO_WAKE = "\t\tif (sq->vq->num_free >= 2 + MAX_SKB_FRAGS)\n\t\t\tnetif_tx_wake_queue(txq);"
 TUN_PRODUCE = "\tif (ptr_ring_produce(&tfile->tx_ring, skb)) {"
+TAP = "drivers/net/tap.c"
+TAP_PRODUCE = "\t\tif (ptr_ring_produce(&q->ring, skb)) {\n\t\t\tdrop_reason = SKB_DROP_REASON_FULL_RING;\n\t\t\tgoto drop;\n\t\t}\n\t}"
 
 # (file, text, replacement, rule, function the finding must be in)
 MUTATIONS = {
@@ -130,6 +132,10 @@ MUTATIONS = {
                                         "\tif (__ptr_ring_full(&tfile->tx_ring))\n"
                                         "\t\tnetif_stop_subqueue(dev, txq);\n" + TUN_PRODUCE,
                                         STOP, "tun_net_xmit"),
+    "tap-producer-stops-without-reader-wake": (TAP, TAP_PRODUCE, TAP_PRODUCE[:-3] +
+                                               "\t\tif (__ptr_ring_full(&q->ring))\n"
+                                               "\t\t\tnetif_stop_subqueue(dev, q->queue_index);\n\t}",
+                                               STOP, "tap_handle_frame"),
 }
 
 
@@ -148,3 +154,67 @@ def test_mutated_driver_is_found(kernel_tree, name):
     findings = lint(path, source.replace(text, replacement, 1).encode())
     assert (rule, function) in {(f.rule, f.function) for f in findings}, findings
     assert {f.rule for f in findings} <= QUEUE_RULES
+
+
+# A two-step series on tun.c, in memory: the xmit stop lands first, the reader-side wake second.
+TUN_STOP = ("\tif (__ptr_ring_full(&tfile->tx_ring)) {\n"
+            "\t\tnetif_tx_stop_queue(netdev_get_tx_queue(dev, txq));\n"
+            "\t\tsmp_mb__after_atomic();\n"
+            "\t\tif (!__ptr_ring_full(&tfile->tx_ring))\n"
+            "\t\t\tnetif_tx_wake_queue(netdev_get_tx_queue(dev, txq));\n"
+            "\t}\n")
+TUN_CONSUME_HELPER = """static void *tun_ring_consume(struct tun_file *tfile)
+{
+	struct ptr_ring *ring = &tfile->tx_ring;
+	struct tun_struct *tun;
+	void *ptr;
+
+	spin_lock(&ring->consumer_lock);
+	ptr = __ptr_ring_consume(ring);
+	if (ptr) {
+		rcu_read_lock();
+		tun = rcu_dereference(tfile->tun);
+		if (tun)
+			netif_wake_subqueue(tun->dev, tfile->queue_index);
+		rcu_read_unlock();
+	}
+	spin_unlock(&ring->consumer_lock);
+	return ptr;
+}
+
+static void *tun_ring_recv("""
+
+
+def tun_series(source: str) -> tuple[str, str]:
+    """tun.c after patch 1 (stop in tun_net_xmit) and after patch 2 (reader wakes the queue)."""
+    stopped = source.replace(TUN_PRODUCE, TUN_STOP + TUN_PRODUCE, 1)
+    woken = stopped.replace("static void *tun_ring_recv(", TUN_CONSUME_HELPER, 1)
+    woken = woken.replace("ptr = ptr_ring_consume(&tfile->tx_ring);", "ptr = tun_ring_consume(tfile);")
+    return stopped, woken
+
+
+@pytest.mark.kernel
+def test_stop_one_patch_before_its_wake_is_found_then_cleared(kernel_tree):
+    stopped, woken = tun_series((kernel_tree / TUN).read_text())
+    assert [(f.rule, f.function) for f in lint(TUN, stopped.encode())] == [(STOP, "tun_net_xmit")]
+    assert woken.count("tun_ring_consume(tfile)") == 2
+    assert lint(TUN, woken.encode()) == []
+
+
+@pytest.mark.kernel
+def test_reader_waking_another_queue_is_found(kernel_tree):
+    _, woken = tun_series((kernel_tree / TUN).read_text())
+    wrong = woken.replace("netif_wake_subqueue(tun->dev, tfile->queue_index)", "netif_wake_queue(tun->dev)")
+    assert [(f.rule, f.function) for f in lint(TUN, wrong.encode())] == [(WRONG, "tun_ring_consume")]
+
+
+@pytest.mark.kernel
+def test_stop_after_produce_without_recheck_is_a_lost_wakeup(kernel_tree):
+    _, woken = tun_series((kernel_tree / TUN).read_text())
+    produced = "\t\tdrop_reason = SKB_DROP_REASON_FULL_RING;\n\t\tgoto drop;\n\t}\n"
+    late_stop = woken.replace(TUN_STOP, "", 1).replace(
+        produced, produced + "\tif (__ptr_ring_full(&tfile->tx_ring))\n"
+        "\t\tnetif_tx_stop_queue(netdev_get_tx_queue(dev, txq));\n", 1)
+    findings = lint(TUN, late_stop.encode())
+    assert [(f.rule, f.function, f.severity) for f in findings] == [(STOP, "tun_net_xmit", "warning")]
+    assert "ptr_ring_produce()" in findings[0].message

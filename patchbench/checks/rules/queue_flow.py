@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchbench.checks import flow, summaries
-from patchbench.checks.model import CallSite, FileModel
+from patchbench.checks.model import CallSite, FileModel, Function
 from patchbench.checks.rules.queue_context import TEARDOWN_NAME, Sides
 from patchbench.checks.rules.queue_sites import SELF_CHECKING_STOPS, QueueSite, QueueSites, collect
 
@@ -38,6 +38,7 @@ _UNLOCK = re.compile(r"^(spin_unlock\w*|raw_spin_unlock\w*|mutex_unlock)$")
 _TX_LOCK = re.compile(r"^(__netif_tx_lock\w*|netif_tx_lock\w*)$")
 _TX_UNLOCK = re.compile(r"^(__netif_tx_unlock\w*|netif_tx_unlock\w*)$")
 TX_LOCK = "netdev_queue._xmit_lock"
+_RING_PRODUCE = re.compile(r"^(__ptr_ring_produce|ptr_ring_produce\w*|skb_array_produce\w*)$")
 _RESTART = re.compile(r"^(netif_(tx_)?(start|wake)_(sub)?queue|netif_txq_maybe_wake|__netif_txq_maybe_wake)$")
 
 
@@ -111,7 +112,8 @@ def _analyse(model: FileModel) -> list[Verdict]:
     found = collect(model)
     sides = Sides(model)
     stops = [s for s in found.sites if s.action == "stop" and s.scope in ("one", "all")
-             and "xmit" in sides.sides[s.function.name] and not TEARDOWN_NAME.search(s.function.name)]
+             and ("xmit" in sides.sides[s.function.name] or _produces(s.function))
+             and not TEARDOWN_NAME.search(s.function.name)]
     if not stops:
         return []
     consumer = [s for s in found.sites if "consumer" in sides.sides[s.function.name]
@@ -148,6 +150,11 @@ def _analyse(model: FileModel) -> list[Verdict]:
             verdicts.append(Verdict(STOP_UNMATCHED, stop, _unmatched_message(stop, found, sides)))
     unique = {(v.rule, v.site.function.name, v.message): v for v in verdicts}
     return list(unique.values())
+
+
+def _produces(function: Function) -> bool:
+    """The function fills a ring someone else drains (tap's rx_handler feeding its readers)."""
+    return any(_RING_PRODUCE.match(c.name) for c in function.calls)
 
 
 def _same_queue(stop: QueueSite, wake: QueueSite, found: QueueSites) -> bool:
