@@ -16,5 +16,5 @@
   function: (_) @callee
   arguments: (argument_list (identifier) @var @pass))
 
-; A pointer returned to the caller.
-(return_statement (identifier) @var @return)
+; (A pointer merely returned is not a use: callers of lookups often hold the update-side lock,
+; and the NULL it may be cannot be told apart here.)

@@ -10,10 +10,10 @@ Facts in a state (frozensets of tuples):
   nesting; origin is "own" (taken here), "entry" (a caller, context or stated precondition), or
   "assumed" (callers unknown: assumed held, unless this function takes that family itself);
 - ("lock", key, origin): a named spinlock/mutex held, key as `FileModel.canonical`;
-- ("t", var, primitive, root, status, call): pointer local `var` holds a value obtained inside a
-  section this function opened (`root` is the local it was first read into, `call` the start byte
-  of the primitive call it was assigned from, -1 for derived values); status "live", or "stale"
-  once no reader is held any more;
+- ("t", var, primitive, root, status, call, words): pointer local `var` holds a value obtained
+  inside a section this function opened (`root` is the local it was first read into, `call` the
+  start byte of the primitive call it was assigned from, -1 for derived values, `words` the names
+  in the primitive's argument); status "live", or "stale" once no reader is held any more;
 - ("a", var): `var` holds the result of rcu_access_pointer().
 
 Entry of a function: its stated precondition plus what every way in provides: each in-file call
@@ -39,6 +39,7 @@ USE = "<use>"    # name of the pseudo call sites that stand for uses of pointer 
 
 ESCAPES = "rcu-pointer-escapes"        # queries/<id>.scm
 _WORD = re.compile(r"[A-Za-z_]\w*")
+_RCU_VALUE = re.compile(r"rcu_dereference|srcu_dereference|rcu_access_pointer|_rcu\s*\(")
 
 
 @dataclass
@@ -69,7 +70,7 @@ class FunctionInfo:
         if fact[0] == "r":
             if fact[3] != "assumed" or fact[1] not in self.owned:
                 return True
-            return fact[1] in P.OWNED_WITH_SECTION and self.opens and at < self.sections_from
+            return fact[1] in P.ASSUMABLE and self.opens and at < self.sections_from
         if fact[0] == "lock":
             return fact[2] != "assumed" or fact[1] not in self.owned_locks
         return False
@@ -123,7 +124,7 @@ def _pointer_locals(model: FileModel, function: Function) -> frozenset:
 
 
 def _use_sites(model: FileModel, function: Function, candidates: frozenset) -> list[CallSite]:
-    """Pseudo call sites for each use of a candidate local: p->f, *p, p[i], f(p), return p."""
+    """Pseudo call sites for each use of a candidate local: p->f, *p, p[i], f(p)."""
     uses = []
     for found in cparse.matches(cparse.rule_query(ESCAPES), function.body):
         if "var" not in found:
@@ -133,7 +134,7 @@ def _use_sites(model: FileModel, function: Function, candidates: frozenset) -> l
             continue
         if "callee" in found and squeeze(model.text(found["callee"][0])) in P.NOT_A_USE:
             continue
-        how = next(kind for kind in ("deref", "pass", "return") if kind in found)
+        how = "deref" if "deref" in found else "pass"
         node = found[how][0]
         uses.append(CallSite(USE, [var, how], node, node.start_point[0] + 1, function.name))
     return uses
@@ -142,11 +143,8 @@ def _use_sites(model: FileModel, function: Function, candidates: frozenset) -> l
 def _candidates(model: FileModel, function: Function, pointers: frozenset) -> frozenset:
     """Pointer locals that may receive an RCU-protected value (directly or through another)."""
     text = model.text(function.body)
-    if not re.search(r"rcu_dereference|srcu_dereference|rcu_access_pointer|_rcu\s*\(", text):
+    if not _RCU_VALUE.search(text):
         return frozenset()
-    values = {}
-    for target, value in function.aliases.items():
-        values[target] = value
     assigned = re.findall(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]*);", text)
     found: set[str] = set()
     changed = True
@@ -154,16 +152,16 @@ def _candidates(model: FileModel, function: Function, pointers: frozenset) -> fr
         changed = False
         for target, value in assigned:
             if target in pointers and target not in found and (
-                    re.search(r"rcu_dereference|srcu_dereference|rcu_access_pointer|_rcu\s*\(", value)
-                    or any(w in found for w in _WORD.findall(value))):
+                    _RCU_VALUE.search(value) or any(w in found for w in _WORD.findall(value))):
                 found.add(target)
                 changed = True
     return frozenset(found)
 
 
-def _stated_precondition(model: FileModel, function: Function) -> tuple[frozenset, bool]:
+def _stated_precondition(model: FileModel, function: Function,
+                         lines: list[bytes]) -> tuple[frozenset, bool]:
+    """Entry facts the function states itself, and whether it requires a reader of its callers."""
     facts: set = set()
-    lines = model.source.split(b"\n")
     above = b"\n".join(lines[max(0, function.start_line - 6):function.start_line - 1]).decode(
         "utf-8", "replace")
     reader = bool(function.name.endswith("_rcu")
@@ -197,7 +195,8 @@ def _lock_op(call: CallSite):
     return match.group("kind"), match.group("op"), match.group("suffix") or ""
 
 
-def _function_info(model: FileModel, function: Function, helpers: set[str]) -> FunctionInfo:
+def _function_info(model: FileModel, function: Function, helpers: set[str],
+                   lines: list[bytes]) -> FunctionInfo:
     owned: set = set()
     owned_locks: set = set()
     relevant = opens = False
@@ -205,7 +204,7 @@ def _function_info(model: FileModel, function: Function, helpers: set[str]) -> F
     for call in function.calls:
         section = P.SECTIONS.get(call.name)
         if call.name in P.EXPLICIT_SECTIONS or call.name == "guard(rcu)":
-            owned |= P.OWNED_WITH_SECTION
+            owned |= P.OWNS[P.SECTIONS.get(call.name, ("rcu", 1))[0]]
             if call.start < sections_from:
                 sections_from = call.start
                 opens = P.SECTIONS.get(call.name, ("", 1))[1] > 0
@@ -225,10 +224,9 @@ def _function_info(model: FileModel, function: Function, helpers: set[str]) -> F
         augmented.calls.sort(key=lambda c: (c.end, -c.start))
         augmented._index()
         relevant = True
-    precondition, requires_reader = _stated_precondition(model, function)
+    precondition, requires_reader = _stated_precondition(model, function, lines)
     return FunctionInfo(augmented, frozenset(owned), frozenset(owned_locks), sections_from, opens,
-                        precondition,
-                        requires_reader, pointers, relevant)
+                        precondition, requires_reader, pointers, relevant)
 
 
 def need_of(call: CallSite, helpers: set[str]) -> P.Need | None:
@@ -314,9 +312,12 @@ class RcuTransfer(flow.Transfer):
         return (state - live) | {f[:4] + ("stale",) + f[5:] for f in live}
 
     def referenced(self, state: frozenset, call: CallSite) -> frozenset:
-        """A reference taken on a live local (or a field of it): it and its family may outlive the section."""
+        """A reference taken on a live local, a field of it, or the object it was read from
+        (`bnxt_ulp_get(ulp)` for `ops = rcu_dereference(ulp->ulp_ops)`): the family of locals
+        read from it may outlive the section."""
         mentioned = {w for argument in call.args for w in _WORD.findall(argument)}
-        roots = {f[3] for f in state if f[0] == "t" and f[1] in mentioned and f[4] == "live"}
+        roots = {f[3] for f in state if f[0] == "t" and f[4] == "live"
+                 and (f[1] in mentioned or mentioned & set(f[6]))}
         if not roots:
             return state
         return frozenset(f for f in state if not (f[0] == "t" and f[3] in roots))
@@ -334,13 +335,17 @@ class RcuTransfer(flow.Transfer):
         if origin[0] == "access":
             return state | {("a", target)}
         if origin[0] == "derived":
-            return state | {("t", target) + origin[1][2:5] + (-1,)}
+            return state | {("t", target) + origin[1][2:5] + (-1,) + origin[1][6:]}
         # A fresh value: tracked only when the function's own section is all that protects it.
         readers = {f for f in state if f[0] == "r" and f[1] in P.KEEPS_ALIVE
                    and info.holds(f, value.start_byte)}
         if not readers or any(f[3] != "own" for f in readers):
             return state
-        return state | {("t", target, origin[1], target, "live", value_call_start(value))}
+        _, primitive, call = origin
+        arguments = call.child_by_field_name("arguments")
+        words = tuple(sorted(set(_WORD.findall(self.model.text(arguments.named_children[0])))))\
+            if arguments.named_child_count else ()
+        return state | {("t", target, primitive, target, "live", value_call_start(value), words)}
 
     def origin(self, value: tree_sitter.Node, state: frozenset):
         """("rcu", primitive) | ("access",) | ("derived", track fact) | None for an assigned value."""
@@ -358,8 +363,8 @@ class RcuTransfer(flow.Transfer):
                 if callee == P.ACCESS:
                     return ("access",) if node is value else None
                 need = P.DEREFERENCES.get(callee)
-                if need is not None or (P.RCU_HELPER.search(callee) and not P.NOT_HELPER.match(callee)):
-                    return ("rcu", callee) if need is None or need.tracked else None
+                if need is not None:
+                    return ("rcu", callee, node) if need.tracked else None
                 if callee in ("container_of", "netdev_priv", "list_entry", "hlist_entry") and \
                         node.child_by_field_name("arguments").named_child_count:
                     node = node.child_by_field_name("arguments").named_children[0]
@@ -385,7 +390,7 @@ def value_call_start(value: tree_sitter.Node) -> int:
 # -- solving the entries -----------------------------------------------------------------------
 
 def _universe(known_locks: frozenset) -> frozenset:
-    families = P.OWNED_WITH_SECTION - {"trace"} | {"rtnl", "srcu"}
+    families = P.ASSUMABLE | {"rtnl", "srcu"}
     return _entry_facts(families, "assumed") | {("lock", key, "assumed") for key in known_locks}
 
 
@@ -447,7 +452,8 @@ def analyse(model: FileModel) -> Analysis:
 def _analyse(model: FileModel) -> Analysis:
     helpers: set[str] = set()
     functions = model.functions
-    infos = {name: _function_info(model, f, helpers) for name, f in functions.items()}
+    lines = model.source.split(b"\n")
+    infos = {name: _function_info(model, f, helpers, lines) for name, f in functions.items()}
     # In-file helpers whose stated precondition callers must meet.
     helpers |= {name for name, info in infos.items() if info.requires_reader}
     for info in infos.values():
@@ -535,11 +541,13 @@ def _split_or(text: str) -> list[str]:
 
 
 def verdict(analysis: Analysis, site: Site, state: frozenset) -> str:
-    """"ok", "weak" (another flavour: lockdep splat) or "missing" for a primitive in one state."""
+    """For a primitive in one state: "ok"; "weak" (another flavour) or "rtnl" (the update-side
+    lock, known held, instead of a section): both lockdep splats; or "missing"."""
     need = site.need
     info = site.function
     families, locks = effective(state, info, site.call.start)
-    if need is P.HELPER_NEED and not any(f[:2] == ("r", "rtnl") and f[3] != "assumed" for f in state):
+    rtnl_known = any(f[:2] == ("r", "rtnl") and f[3] != "assumed" for f in state)
+    if need is P.HELPER_NEED and not rtnl_known:
         families.discard("rtnl")   # RTNL stands in for a section only when known to be held
     if families & need.strict:
         return "ok"
@@ -555,4 +563,6 @@ def verdict(analysis: Analysis, site: Site, state: frozenset) -> str:
             return "missing"
     if families & need.weak:
         return "weak"
+    if rtnl_known and need.tracked:
+        return "rtnl"
     return "missing"

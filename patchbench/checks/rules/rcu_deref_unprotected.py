@@ -20,7 +20,7 @@ ID = "rcu-deref-unprotected"
 SEVERITY = "error"
 MESSAGE = "rcu_dereference*() used outside the read-side section, lock or RTNL it needs"
 
-_RANK = {"ok": 0, "weak": 1, "missing": 2}
+_RANK = {"ok": 0, "weak": 1, "rtnl": 1, "missing": 2}
 
 
 def check(model: FileModel) -> Iterable[Finding]:
@@ -49,7 +49,7 @@ def check(model: FileModel) -> Iterable[Finding]:
         if worst == "ok":
             continue
         yield engine.finding(module, model, call.node, name, _message(site, worst),
-                             "warning" if worst == "weak" else None)
+                             "warning" if worst in ("weak", "rtnl") else None)
 
 
 def _reader(state: frozenset, site: A.Site) -> bool:
@@ -62,8 +62,11 @@ def _message(site: A.Site, worst: str) -> str:
     if call.name not in P.DEREFERENCES:
         return f"{call.name}() needs an RCU read-side section and is called outside one"
     what = f"{call.name}()"
+    if worst == "rtnl":
+        return (f"{what} under RTNL without {need.section} (lockdep splat): RTNL is the "
+                "update side, use rtnl_dereference() or rcu_dereference_rtnl()")
     if worst == "weak":
-        return f"{what} inside another RCU flavour's section (lockdep splat): needs {need.section}"
+        return f"{what} without {need.section}: only another RCU flavour protects it (lockdep splat)"
     if need.condition_arg is not None and not need.strict:
         return f"{what} without the lock its condition names ({site.call.args[need.condition_arg]})"
     return f"{what} outside {need.section}"

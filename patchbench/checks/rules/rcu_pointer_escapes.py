@@ -15,7 +15,7 @@ ID = "rcu-pointer-escapes"
 SEVERITY = "error"
 MESSAGE = "a pointer obtained by rcu_dereference*() is used after its read-side section ended"
 
-_HOW = {"deref": "dereferenced", "pass": "passed to a call", "return": "returned"}
+_HOW = {"deref": "dereferenced", "pass": "passed to a call"}
 
 
 def check(model: FileModel) -> Iterable[Finding]:

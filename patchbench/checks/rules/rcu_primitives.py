@@ -22,9 +22,17 @@ READERS = frozenset({"rcu", "rcu_bh", "rcu_sched", "bh", "irq", "preempt", "spin
 # Readers that keep a value read inside a section valid: not a held spinlock (not a reader
 # under PREEMPT_RT, and reviewers ask for the rcu_read_unlock() to stay after the last use).
 KEEPS_ALIVE = READERS - {"spin"}
-# Families dropped from an assumed (unknown-caller) entry when the function opens its own
-# read-side section: it would not, were its callers already inside one.
-OWNED_WITH_SECTION = frozenset({"rcu", "rcu_bh", "rcu_sched", "trace", "bh", "irq", "preempt"})
+# Families dropped from an assumed (unknown-caller) entry when the function opens or closes its
+# own read-side section of a flavour: it would not, were its callers already inside one. A
+# plain rcu_read_lock() says its callers may be anywhere; rcu_read_lock_bh() only that BH was on
+# (a receive path under its caller's rcu_read_lock() may still take it).
+OWNS = {
+    "rcu": frozenset({"rcu", "rcu_bh", "rcu_sched", "bh", "irq", "preempt"}),
+    "rcu_bh": frozenset({"rcu_bh", "bh", "irq"}),
+    "rcu_sched": frozenset({"rcu_sched", "preempt"}),
+    "trace": frozenset({"trace"}),
+}
+ASSUMABLE = frozenset().union(*OWNS.values()) - {"trace"}
 
 
 @dataclass(frozen=True)
@@ -159,7 +167,7 @@ RTNL_NDOS = frozenset({
 CONTEXTS.update({name: frozenset({"rtnl"}) for name in RTNL_NDOS})
 
 # Calls that take a reference on (or through) their argument: the pointer may outlive the section.
-REFERENCE = re.compile(r"(^|_)(hold|get|tryget|grab|inc|inc_not_zero|get_unless_zero|"
+REFERENCE = re.compile(r"(^|_)(hold|get|take|tryget|grab|inc|inc_not_zero|get_unless_zero|"
                        r"get_maybe_zero|get_not_zero|try_get|ref)$|^(maybe_)?get_\w+$")
 # Calls that read a pointer's value without dereferencing it.
 NOT_A_USE = frozenset({"IS_ERR", "IS_ERR_OR_NULL", "PTR_ERR", "PTR_ERR_OR_ZERO", "ERR_CAST",
