@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -13,8 +14,12 @@ from pathlib import Path
 import pytest
 
 from patchbench.cli import main
-from patchbench.dispatch import console, initramfs, sandbox, warnings
+from patchbench.dispatch import commits, console, initramfs, sandbox, warnings
 from patchbench.dispatch.boot import judge
+from patchbench.dispatch.build import objects_for
+from patchbench.dispatch.kbuild import Kbuild
+from patchbench.dispatch.workspace import Slot
+from patchbench.errors import BadInput
 from patchbench.dispatch.jobs import JobResult
 from patchbench.dispatch.kconfig import KernelConfig, check_dotconfig
 from patchbench.dispatch.store import ResultStore
@@ -150,3 +155,45 @@ def test_results_are_stored_and_shown(tmp_path, capsys):
     assert "abcdef123456" in out and "fail" in out and "WARNING:tun_init|x" in out
     assert main(["results", "--db", str(db), "--format", "json", "--status", "pass"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+def _repo_with_two_commits(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    def git(*args):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env={**os.environ, **env})
+    git("init", "-q")
+    (repo / "a.c").write_text("int a;\n")
+    git("add", "a.c")
+    git("commit", "-qm", "base")
+    git("tag", "base")
+    (repo / "a.c").write_text("int a = 1;\n")
+    (repo / "b.h").write_text("#define B 1\n")
+    git("add", "a.c", "b.h")
+    git("commit", "-qm", "first")
+    (repo / "b.h").write_text("#define B 2\n")
+    git("commit", "-qam", "second")
+    return repo
+
+
+def test_a_commit_range_becomes_a_series_of_patches(tmp_path):
+    repo = _repo_with_two_commits(tmp_path)
+    assert commits.is_range(repo, "base..HEAD") and not commits.is_range(repo, "base..nosuchrev")
+    applied = commits.applied_range(repo, "base..HEAD")
+    assert [(p.index, p.subject, p.files) for p in applied.applied] == [(1, "first", ["a.c", "b.h"]),
+                                                                        (2, "second", ["b.h"])]
+    assert applied.applied[1].parent == applied.applied[0].commit and applied.head == applied.applied[1].commit
+    with pytest.raises(BadInput):
+        commits.applied_range(repo, "HEAD..HEAD")
+
+
+def test_touched_files_map_to_objects_and_headers_to_their_includers(tmp_path):
+    slot = Slot(tmp_path / "slot", tmp_path)
+    (slot.obj / "drivers/net").mkdir(parents=True)
+    (slot.obj / "drivers/net/.tun.o.cmd").write_text(f"deps := \\\n  {slot.src}/include/linux/ptr_ring.h \\\n")
+    (slot.obj / "drivers/net/.veth.o.cmd").write_text(f"deps := \\\n  {slot.src}/include/linux/skbuff.h \\\n")
+    kbuild = Kbuild(slot)
+    files = ("drivers/net/tap.c", "include/linux/ptr_ring.h", "Documentation/networking/tuntap.rst",
+             "arch/x86/entry/entry_64.S", "tools/testing/selftests/net/tun.c")
+    assert objects_for(files, kbuild) == ["arch/x86/entry/entry_64.o", "drivers/net/tap.o", "drivers/net/tun.o"]
