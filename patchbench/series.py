@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from patchbench.errors import BadInput
-from patchbench.mail import read_mails
-from patchbench.mail.content import base_info, message_trailers, reply_trailers
+from patchbench.mail import read_mails, read_mails_at
+from patchbench.mail.content import PatchText, base_info, message_trailers, split_patch
 from patchbench.mail.decode import parse_date, parse_person, format_person
 from patchbench.mail.files import FileChange, files_touched, is_truncated
-from patchbench.mail.subject import parse_subject
+from patchbench.mail.sources import rereadable
 from patchbench.threads import Item, Posting, build_items, group_postings
 
 __all__ = ["FileChange", "Patch", "Cover", "Series", "load_series", "select_series", "find_series"]
@@ -63,22 +63,43 @@ def load_series(source: str, version: int | None = None) -> Series:
     When the source holds several unrelated series, the first one stored is taken.
     Raises BadInput when the source is unreadable, truncated, or holds no patch.
     """
-    topics, replies = _group(source)
-    return select_series([[_build(p, topics[0], replies) for p in topics[0]]], version, source)
+    with rereadable(source) as path:
+        mailbox = _Mailbox.read(path, source)
+        topic = mailbox.topics[0]
+        mailbox.load_texts(path, [topic])
+        return select_series([[_build(p, topic, mailbox) for p in topic]], version, source)
 
 
 def find_series(source: str) -> list[list[Series]]:
     """Every series in `source`, grouped by topic (the versions of one piece of work), oldest first."""
-    topics, replies = _group(source)
-    return [[_build(posting, topic, replies) for posting in topic] for topic in topics]
+    with rereadable(source) as path:
+        mailbox = _Mailbox.read(path, source)
+        mailbox.load_texts(path, mailbox.topics)
+        return [[_build(posting, topic, mailbox) for posting in topic] for topic in mailbox.topics]
 
 
-def _group(source: str) -> tuple[list[list[Posting]], dict[int, list[Item]]]:
-    items = build_items(list(read_mails(source)))
-    postings = [p for p in group_postings(items) if p.patches]
-    if not postings:
-        raise BadInput(f"{_name(source)}: no patch found in {len(items)} message(s)")
-    return _topics(postings), _replies_by_target(items)
+@dataclass
+class _Mailbox:
+    """Grouping done on a first pass that keeps headers only; texts loaded for the series built."""
+
+    topics: list[list[Posting]]
+    replies: dict[int, list[Item]]             # by id() of the patch or cover answered
+    texts: dict[int, str] = field(default_factory=dict)   # by position, for the mails being built
+
+    @classmethod
+    def read(cls, path: str, source: str) -> _Mailbox:
+        items = build_items(read_mails(path))
+        postings = [p for p in group_postings(items) if p.patches]
+        if not postings:
+            raise BadInput(f"{_name(source)}: no patch found in {len(items)} message(s)")
+        return cls(_topics(postings), _replies_by_target(items))
+
+    def load_texts(self, path: str, topics: list[list[Posting]]) -> None:
+        positions = {item.mail.position for topic in topics for posting in topic for item in posting.items()}
+        self.texts.update((position, mail.text) for position, mail in read_mails_at(path, positions).items())
+
+    def text(self, item: Item) -> PatchText:
+        return split_patch(self.texts.get(item.mail.position, ""))
 
 
 def select_series(topics: list[list[Series]], version: int | None, source: str = "") -> Series:
@@ -114,7 +135,7 @@ def _topics(postings: list[Posting]) -> list[list[Posting]]:
             if other in parent:
                 parent[root(id(posting))] = root(other)
         for item in posting.items():
-            key = (posting.sender.lower(), _title(item).lower())
+            key = (posting.sender.lower(), item.title.lower())
             if key in by_title:
                 parent[root(id(posting))] = root(by_title[key])
             else:
@@ -123,10 +144,6 @@ def _topics(postings: list[Posting]) -> list[list[Posting]]:
     for posting in sorted(postings, key=lambda p: p.first_position):
         groups.setdefault(root(id(posting)), []).append(posting)
     return list(groups.values())
-
-
-def _title(item: Item) -> str:
-    return parse_subject(item.text.inbody.subject).title if item.text.inbody.subject else item.subject.title
 
 
 def _replies_by_target(items: list[Item]) -> dict[int, list[Item]]:
@@ -141,7 +158,7 @@ def _replies_by_target(items: list[Item]) -> dict[int, list[Item]]:
     return replies
 
 
-def _build(posting: Posting, topic: list[Posting], replies: dict[int, list[Item]]) -> Series:
+def _build(posting: Posting, topic: list[Posting], mailbox: _Mailbox) -> Series:
     cover_item = posting.cover
     patch_items = dict(posting.patches)
     if posting.numbered and any(i not in patch_items for i in range(1, posting.total + 1)):
@@ -151,50 +168,50 @@ def _build(posting: Posting, topic: list[Posting], replies: dict[int, list[Item]
             for index, item in older.patches.items():
                 patch_items.setdefault(index, item)
             cover_item = cover_item or older.cover
-    cover_trailers = _collected(cover_item, replies) if cover_item else []
-    patches = [_patch(index, item, cover_trailers, replies) for index, item in sorted(patch_items.items())]
+    cover_trailers = _collected(cover_item, mailbox) if cover_item else []
+    patches = [_patch(index, item, cover_trailers, mailbox) for index, item in sorted(patch_items.items())]
     head = cover_item or patch_items[min(patch_items)]
-    texts = ([cover_item.mail.text] if cover_item else []) + [item.mail.text for item in patch_items.values()]
-    base = base_info(texts)
+    in_order = ([cover_item] if cover_item else []) + [patch_items[i] for i in sorted(patch_items)]
+    base = base_info([mailbox.texts.get(item.mail.position, "") for item in in_order])
     total = max(posting.total, max(patch_items) if posting.numbered else 1)
     return Series(
         version=posting.version,
         total=posting.total,
         tree=head.subject.tree,
         subject_prefix=head.subject.prefix or "PATCH",
-        cover=Cover(_title(cover_item), cover_item.mail.message_id, cover_item.text.message, cover_trailers)
+        cover=Cover(cover_item.title, cover_item.mail.message_id, mailbox.text(cover_item).message, cover_trailers)
         if cover_item else None,
         patches=patches,
         missing=[i for i in range(1, total + 1) if i not in patch_items and i <= posting.total],
         base_commit=base.base_commit,
         prerequisite_patch_ids=base.prerequisite_patch_ids,
         change_id=base.change_id,
-        title=_title(head),
+        title=head.title,
     )
 
 
-def _collected(item: Item, replies: dict[int, list[Item]]) -> list[str]:
-    return [t for reply in replies.get(id(item), []) for t in reply_trailers(reply.mail.text, reply.mail.from_email)]
+def _collected(item: Item, mailbox: _Mailbox) -> list[str]:
+    return [trailer for reply in mailbox.replies.get(id(item), []) for trailer in reply.reply_trailers]
 
 
-def _patch(index: int, item: Item, cover_trailers: list[str], replies: dict[int, list[Item]]) -> Patch:
-    mail, inbody = item.mail, item.text.inbody
+def _patch(index: int, item: Item, cover_trailers: list[str], mailbox: _Mailbox) -> Patch:
+    mail, inbody, text = item.mail, item.inbody, mailbox.text(item)
     author = format_person(*parse_person(inbody.author)) if inbody.author else mail.sender
     date = (parse_date(inbody.date) if inbody.date else None) or mail.date
-    if is_truncated(item.text.diff):
+    if is_truncated(text.diff):
         where = f"message {mail.position + 1}" + (f" <{mail.message_id}>" if mail.message_id else "")
         raise BadInput(f"patch {index} ({where}) is truncated: its last hunk ends early")
-    own = message_trailers(item.text.message)
+    own = message_trailers(text.message)
     return Patch(
         index=index,
-        subject=_title(item),
+        subject=item.title,
         message_id=mail.message_id,
         author=author,
         date=date,
-        body=item.text.message,
-        diff=item.text.diff,
-        trailers=_unique(own + _collected(item, replies) + cover_trailers),
-        files=files_touched(item.text.diff),
+        body=text.message,
+        diff=text.diff,
+        trailers=_unique(own + _collected(item, mailbox) + cover_trailers),
+        files=files_touched(text.diff),
         version=item.group.version if item.group else item.subject.version,
     )
 

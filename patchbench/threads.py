@@ -4,11 +4,12 @@ versions of the same work are then joined into topics."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from patchbench.mail import Mail
-from patchbench.mail.content import PatchText, split_patch
+from patchbench.mail.content import InBody, reply_trailers, split_patch
 from patchbench.mail.subject import Subject, parse_subject
 
 # Unthreaded parts of one posting arrive within minutes; a day is generous and still keeps
@@ -16,23 +17,36 @@ from patchbench.mail.subject import Subject, parse_subject
 _UNTHREADED_WINDOW = timedelta(hours=24)
 
 
-@dataclass
+@dataclass(slots=True)
 class Item:
-    """A mail with what grouping needs to know about it."""
+    """What grouping needs to know about a mail; its text is dropped to keep memory flat."""
 
-    mail: Mail
+    mail: Mail                     # identity, threading and sender only (text and headers emptied)
     subject: Subject
-    text: PatchText
+    has_diff: bool
+    inbody: InBody                 # `From:`/`Subject:`/`Date:` at the top of the body
+    reply_trailers: list[str]      # trailers this mail gives, were it a reply
     parent: Item | None = None
     group: Posting | None = None
 
+    @classmethod
+    def summarise(cls, mail: Mail) -> Item:
+        text = split_patch(mail.text)
+        subject = parse_subject(mail.subject)
+        given = reply_trailers(mail.text, mail.from_email) if subject.is_reply or not text.diff else []
+        return cls(replace(mail, text="", headers={}), subject, bool(text.diff), text.inbody, given)
+
+    @property
+    def title(self) -> str:
+        return parse_subject(self.inbody.subject).title if self.inbody.subject else self.subject.title
+
     @property
     def is_patch(self) -> bool:
-        return bool(self.text.diff) and not self.subject.is_reply
+        return self.has_diff and not self.subject.is_reply
 
     @property
     def is_cover(self) -> bool:
-        return not self.text.diff and not self.subject.is_reply and self.subject.index == 0
+        return not self.has_diff and not self.subject.is_reply and self.subject.index == 0
 
     @property
     def index(self) -> int:
@@ -81,8 +95,8 @@ class Posting:
         return item.index not in self.patches
 
 
-def build_items(mails: list[Mail]) -> list[Item]:
-    items = [Item(mail, parse_subject(mail.subject), split_patch(mail.text)) for mail in mails]
+def build_items(mails: Iterable[Mail]) -> list[Item]:
+    items = [Item.summarise(mail) for mail in mails]
     by_key: dict[str, Item] = {}
     for item in items:
         by_key.setdefault(item.mail.key, item)
@@ -197,7 +211,7 @@ def _naked_cover(posting: Posting) -> Item | None:
     for parent in parents.values():
         if (
             parent.parent is None
-            and not parent.text.diff
+            and not parent.has_diff
             and not parent.subject.is_reply
             and parent.group is None
             and parent.mail.from_email == posting.sender

@@ -20,7 +20,7 @@ _PREREQ_PATCH = re.compile(r"^prerequisite-patch-id:\s*([0-9a-f]{7,64})\s*$", re
 _CHANGE_ID = re.compile(r"^change-id:\s*(\S+)\s*$", re.MULTILINE)
 
 
-@dataclass
+@dataclass(slots=True)
 class InBody:
     """`From:`/`Subject:`/`Date:` lines at the top of a body override the mail headers (git am)."""
 

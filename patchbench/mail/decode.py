@@ -19,7 +19,7 @@ from email.policy import compat32
 from email.utils import parsedate_to_datetime
 
 
-@dataclass
+@dataclass(slots=True)
 class Mail:
     """One decoded message; `text` is the readable body (text parts and patch attachments)."""
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import gzip
 import re
+import shutil
 import sys
+import tempfile
 import zlib
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from patchbench.errors import BadInput
@@ -35,6 +38,18 @@ def iter_raw_messages(source: str) -> Iterator[bytes]:
         yield from _read_directory(path)
     else:
         yield from _read_file(path)
+
+
+@contextmanager
+def rereadable(source: str) -> Iterator[str]:
+    """A source that can be read twice: stdin is copied, streaming, to a temporary file first."""
+    if source != "-":
+        yield source
+        return
+    with tempfile.NamedTemporaryFile(prefix="patchbench-stdin-", suffix=".mbox") as spool:
+        shutil.copyfileobj(sys.stdin.buffer, spool)
+        spool.flush()
+        yield spool.name
 
 
 def _read_directory(path: Path) -> Iterator[bytes]:

@@ -12,7 +12,7 @@ _COUNTER = re.compile(r"^(\d+)/(\d+)$")
 _TOKEN_SPLIT = re.compile(r"[\s,]+")
 
 
-@dataclass
+@dataclass(slots=True)
 class Subject:
     title: str                       # the subject with every prefix removed
     prefix: str = ""                 # e.g. "PATCH net-next" (no version, no counters)
