@@ -57,6 +57,17 @@ _OTHER_FIELD = re.compile(r"^(ndo_|get_|set_|suspend|resume|freeze|thaw|poweroff
                           r"runtime_|prepare)")
 
 
+_DEFERRED_INIT = {"INIT_WORK", "INIT_DELAYED_WORK", "tasklet_setup", "tasklet_init", "timer_setup"}
+_DEFERRED_KICK = {"schedule_work": 0, "queue_work": 1, "schedule_delayed_work": 0,
+                  "queue_delayed_work": 1, "mod_delayed_work": 1, "tasklet_schedule": 0,
+                  "tasklet_hi_schedule": 0, "mod_timer": 0}
+
+
+def _field(expr: str) -> str:
+    """`&sl->tx_work`, `&adapter->watchdog_task.work` -> the last field name."""
+    return expr.lstrip("&").replace("->", ".").rsplit(".", 1)[-1]
+
+
 class Sides:
     """xmit / consumer / other sides of every function of a file."""
 
@@ -107,10 +118,20 @@ class Sides:
 
     @cached_property
     def sides(self) -> dict[str, set[str]]:
-        """Function name -> the sides of the roots that reach it."""
+        """Function name -> the sides of the roots that reach it. Deferred work scheduled from
+        the consumer side (tty write_wakeup -> tx work) runs on the consumer side too."""
+        roots = {name: self.root_side(name) for name in self.model.functions}
+        reached = self._reach(roots)
+        handed = {fn for fn, kicked_by in self.deferred_kicks.items()
+                  if roots.get(fn) == "other" and not _OTHER_NAME.search(fn)
+                  and any("consumer" in reached.get(k, ()) for k in kicked_by)}
+        if handed:
+            reached = self._reach({**roots, **{fn: "consumer" for fn in handed}})
+        return reached
+
+    def _reach(self, roots: dict[str, str | None]) -> dict[str, set[str]]:
         reached: dict[str, set[str]] = {name: set() for name in self.model.functions}
-        for name in self.model.functions:
-            side = self.root_side(name)
+        for name, side in roots.items():
             if side is None:
                 continue
             stack = [name]
@@ -121,6 +142,21 @@ class Sides:
                 reached[current].add(side)
                 stack.extend(self.callees[current])
         return reached
+
+    @cached_property
+    def deferred_kicks(self) -> dict[str, set[str]]:
+        """Deferred function -> the functions that schedule it, matched by the work/timer field
+        (`INIT_WORK(&sl->tx_work, slcan_transmit)` ... `schedule_work(&sl->tx_work)`)."""
+        handlers: dict[str, str] = {}
+        kicks: dict[str, set[str]] = {}
+        for function in self.model.functions.values():
+            for call in function.calls:
+                if call.name in _DEFERRED_INIT and len(call.args) > 1:
+                    handlers[_field(call.args[0])] = call.args[1].lstrip("&")
+                position = _DEFERRED_KICK.get(call.name)
+                if position is not None and position < len(call.args):
+                    kicks.setdefault(_field(call.args[position]), set()).add(function.name)
+        return {fn: kicks.get(work, set()) for work, fn in handlers.items() if fn in self.model.functions}
 
     def frees_tx(self, name: str) -> bool:
         """The function, or one it calls in this file, frees transmitted buffers."""
