@@ -131,12 +131,13 @@ class _Walker:
 
     def run(self, entry: State) -> FlowResult:
         for _ in range(GOTO_ROUNDS):
-            before = {label: set(states) for label, states in self.labels.items()}
+            self.passed: dict[str, set] = {}   # label -> the states it was walked with
+            self.backward = False              # a goto reached a passed label with new states
             self.result = FlowResult(self.function)
             end = self.statement(self.function.body, {entry})
             closing = self.function.body.children[-1] if self.function.body.children else self.function.body
             self.result.returns.extend((closing, state) for state in end)
-            if self.labels == before:
+            if not self.backward:
                 break
         return self.result
 
@@ -181,11 +182,17 @@ class _Walker:
         if kind == "goto_statement":
             label = node.child_by_field_name("label")
             if label is not None:
-                self.labels.setdefault(self.text(label), set()).update(states)
+                name = self.text(label)
+                self.labels.setdefault(name, set()).update(states)
+                if name in self.passed and not states <= self.passed[name]:
+                    self.backward = True
             return set()
         if kind == "labeled_statement":
             label = node.child_by_field_name("label")
-            states = states | self.labels.get(self.text(label), set()) if label is not None else states
+            if label is not None:
+                name = self.text(label)
+                states = states | self.labels.get(name, set())
+                self.passed[name] = states
             for child in node.named_children[1:]:
                 states = self.statement(child, states)
             return states

@@ -174,6 +174,12 @@ class LockTransfer(flow.Transfer):
         return state
 
 
+def lock_functions(model: FileModel) -> set[str]:
+    """Functions that take, drop or assert a lock themselves: whose summaries matter to callers."""
+    return {name for name, function in model.functions.items()
+            if any(c.name in LOCK_OPS or c.name.startswith("guard(") for c in function.calls)}
+
+
 def held(state: frozenset) -> frozenset[str]:
     """The keys held in a state."""
     return frozenset(fact[1] for fact in state if fact[0] == "held")

@@ -24,29 +24,24 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import tree_sitter
 
 from patchbench.checks import cparse
 
-_CALLS = cparse.query(
-    "(call_expression function: (_) @callee arguments: (argument_list) @args) @call")
-_DECLS = cparse.query("""
-[(parameter_declaration type: (_) @type declarator: (_) @decl)
- (declaration type: (_) @type declarator: (_) @decl)]
-""")
-_ASSIGNMENTS = cparse.query("""
-[(assignment_expression left: (identifier) @target operator: "=" right: (_) @value)
- (init_declarator declarator: (identifier) @target value: (_) @value)
- (init_declarator declarator: (pointer_declarator declarator: (identifier) @target) value: (_) @value)]
-""")
-_INITIALISER_FIELDS = cparse.query("""
-(initializer_pair designator: (field_designator (field_identifier) @field)
-                  value: [(identifier) @fn (pointer_expression argument: (identifier) @fn)])
-""")
-_FIELD_ASSIGNMENTS = cparse.query("""
-(assignment_expression left: (field_expression field: (field_identifier) @field)
-                       right: (identifier) @fn)
+# Everything the model reads from the tree, in one pass (one query, one pattern per fact).
+_FACTS = cparse.query("""
+(call_expression function: (_) @callee arguments: (argument_list) @args) @call
+(parameter_declaration type: (_) @type declarator: (_) @decl)
+(declaration type: (_) @type declarator: (_) @decl)
+(assignment_expression left: (identifier) @target operator: "=" right: (_) @value)
+(init_declarator declarator: (identifier) @target value: (_) @value)
+(init_declarator declarator: (pointer_declarator declarator: (identifier) @target) value: (_) @value)
+(initializer_pair designator: (field_designator (field_identifier) @init_field)
+                  value: [(identifier) @init_fn (pointer_expression argument: (identifier) @init_fn)])
+(assignment_expression left: (field_expression field: (field_identifier) @set_field)
+                       right: (identifier) @set_fn)
 """)
 
 # Registration calls: callee -> (argument index of the function, registration kind).
@@ -118,16 +113,20 @@ class Function:
 
     def calls_within(self, node: tree_sitter.Node) -> list[CallSite]:
         """Call sites inside node (itself included if it is a call), innermost first."""
-        starts = self._starts
-        lo = bisect.bisect_left(starts, node.start_byte)
-        hi = bisect.bisect_left(starts, node.end_byte)
-        inside = [c for c in self._by_start[lo:hi] if c.end <= node.end_byte]
-        inside.sort(key=lambda c: (c.end, -c.start))
+        span = (node.start_byte, node.end_byte)
+        inside = self._within.get(span)
+        if inside is None:
+            lo = bisect.bisect_left(self._starts, span[0])
+            hi = bisect.bisect_left(self._starts, span[1])
+            inside = [c for c in self._by_start[lo:hi] if c.end <= span[1]]
+            inside.sort(key=lambda c: (c.end, -c.start))
+            self._within[span] = inside
         return inside
 
     def _index(self) -> None:
         self._by_start = sorted(self.calls, key=lambda c: c.start)
         self._starts = [c.start for c in self._by_start]
+        self._within: dict[tuple[int, int], list[CallSite]] = {}
 
 
 @dataclass
@@ -137,7 +136,6 @@ class FileModel:
     tree: tree_sitter.Tree
     functions: dict[str, Function]
     registrations: dict[str, set[str]]     # function name -> registration kinds
-    address_taken: set[str]
     callers: dict[str, list[CallSite]]     # in-file callee name -> its call sites
 
     @classmethod
@@ -146,39 +144,56 @@ class FileModel:
         functions = _functions(source, tree.root_node)
         ordered = sorted(functions.values(), key=lambda f: f.node.start_byte)
         starts = [f.node.start_byte for f in ordered]
-        registrations: dict[str, set[str]] = {}
-        callers: dict[str, list[CallSite]] = {}
-        for found in cparse.matches(_CALLS, tree.root_node):
-            call_node = found["call"][0]
-            at = bisect.bisect_right(starts, call_node.start_byte) - 1
-            if at < 0 or call_node.end_byte > ordered[at].node.end_byte:
-                owner = None
-            else:
-                owner = ordered[at]
-            args = [squeeze(cparse.node_text(source, a)) for a in found["args"][0].named_children
-                    if a.type != "comment"]
-            call = CallSite(squeeze(cparse.node_text(source, found["callee"][0])), args, call_node,
-                            call_node.start_point[0] + 1, owner.name if owner else "")
-            registered = REGISTRATION_CALLS.get(call.name)
-            if registered and len(args) > registered[0]:
-                registrations.setdefault(args[registered[0]].lstrip("&"), set()).add(registered[1])
-            if owner is not None:
-                owner.calls.append(call)
-                if call.name in functions:
-                    callers.setdefault(call.name, []).append(call)
-        for found in cparse.matches(_INITIALISER_FIELDS, tree.root_node):
-            name = cparse.node_text(source, found["fn"][0])
-            registrations.setdefault(name, set()).add(cparse.node_text(source, found["field"][0]))
-        for found in cparse.matches(_FIELD_ASSIGNMENTS, tree.root_node):
-            kind = REGISTRATION_FIELDS.get(cparse.node_text(source, found["field"][0]))
-            if kind:
-                registrations.setdefault(cparse.node_text(source, found["fn"][0]), set()).add(kind)
+        model = cls(path, source, tree, functions, {}, {})
+        assigned: dict[Function, dict[str, set[str]]] = {}
+        for found in cparse.matches(_FACTS, tree.root_node):
+            if "call" in found:
+                model._add_call(found, _owner(ordered, starts, found["call"][0]))
+            elif "decl" in found:
+                owner = _owner(ordered, starts, found["decl"][0])
+                variable = _declared_name(found["decl"][0], source) if owner else None
+                if variable:
+                    owner.types[variable] = _type_name(found["type"][0], source)
+            elif "target" in found:
+                target = found["target"][0]
+                owner = _owner(ordered, starts, target)
+                if owner is not None and target.start_byte >= owner.body.start_byte:
+                    values = assigned.setdefault(owner, {}).setdefault(model.text(target), set())
+                    values.add(squeeze(model.text(found["value"][0])))
+            elif "init_fn" in found:
+                model._register(model.text(found["init_fn"][0]), model.text(found["init_field"][0]))
+            elif "set_fn" in found:
+                kind = REGISTRATION_FIELDS.get(model.text(found["set_field"][0]))
+                if kind:
+                    model._register(model.text(found["set_fn"][0]), kind)
+        for owner, variables in assigned.items():
+            owner.aliases = {name: next(iter(values)) for name, values in variables.items()
+                             if len(values) == 1 and _ACCESS_PATH.match(next(iter(values)))}
         for function in functions.values():
             function.calls.sort(key=lambda c: (c.end, -c.start))
             function._index()
-        model = cls(path, source, tree, functions, registrations, set(), callers)
-        model.address_taken = _address_taken(model)
         return model
+
+    def _add_call(self, found: dict, owner: "Function | None") -> None:
+        call_node = found["call"][0]
+        args = [squeeze(self.text(a)) for a in found["args"][0].named_children if a.type != "comment"]
+        call = CallSite(squeeze(self.text(found["callee"][0])), args, call_node,
+                        call_node.start_point[0] + 1, owner.name if owner else "")
+        registered = REGISTRATION_CALLS.get(call.name)
+        if registered and len(args) > registered[0]:
+            self._register(args[registered[0]].lstrip("&"), registered[1])
+        if owner is not None:
+            owner.calls.append(call)
+            if call.name in self.functions:
+                self.callers.setdefault(call.name, []).append(call)
+
+    def _register(self, name: str, kind: str) -> None:
+        self.registrations.setdefault(name, set()).add(kind)
+
+    @cached_property
+    def address_taken(self) -> set[str]:
+        """Functions named somewhere other than a callee position or their own declarator."""
+        return _address_taken(self)
 
     def function_at(self, line: int) -> Function | None:
         for function in self.functions.values():
@@ -251,6 +266,8 @@ def _balanced(text: str) -> bool:
 
 
 _ROOT = re.compile(r"[A-Za-z_]\w*")
+_IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*")
+_FOLLOWING = re.compile(r"\s*(.?)", re.S)
 
 
 def _split_root(key: str) -> tuple[str, str]:
@@ -290,6 +307,13 @@ def _functions(source: bytes, root: tree_sitter.Node) -> dict[str, Function]:
     return functions
 
 
+def _owner(ordered: list["Function"], starts: list[int], node: tree_sitter.Node) -> "Function | None":
+    at = bisect.bisect_right(starts, node.start_byte) - 1
+    if at < 0 or node.end_byte > ordered[at].node.end_byte:
+        return None
+    return ordered[at]
+
+
 def _function(source: bytes, node: tree_sitter.Node) -> Function | None:
     body = node.child_by_field_name("body")
     declarator = node.child_by_field_name("declarator")
@@ -305,16 +329,6 @@ def _function(source: bytes, node: tree_sitter.Node) -> Function | None:
         is_static=bool(re.search(r"\bstatic\b", header[:header.find(name)])),
         comment=_comment_above(source, node), body_comment=_first_body_comment(source, body),
         annotations=_annotations(header))
-    for found in cparse.matches(_DECLS, node):
-        variable = _declared_name(found["decl"][0], source)
-        if variable:
-            function.types[variable] = _type_name(found["type"][0], source)
-    assigned: dict[str, set[str]] = {}
-    for found in cparse.matches(_ASSIGNMENTS, body):
-        target = cparse.node_text(source, found["target"][0])
-        assigned.setdefault(target, set()).add(squeeze(cparse.node_text(source, found["value"][0])))
-    function.aliases = {name: next(iter(values)) for name, values in assigned.items()
-                        if len(values) == 1 and _ACCESS_PATH.match(next(iter(values)))}
     return function
 
 
@@ -349,18 +363,17 @@ def _first_body_comment(source: bytes, body: tree_sitter.Node) -> str:
 
 
 def _address_taken(model: FileModel) -> set[str]:
-    """Functions named somewhere other than a callee position or their own declarator."""
-    names = [n for n in model.functions if n]
-    if not names:
-        return set()
-    pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b(?!\s*\()")
+    names = set(model.functions)
     taken = set()
     text = model.source.decode("latin-1")
     root = model.tree.root_node
-    for match in pattern.finditer(text):
-        name = match.group(1)
-        if name in taken:
+    for match in _IDENTIFIER.finditer(text):
+        name = match.group()
+        if name not in names or name in taken:
             continue
+        after = _FOLLOWING.match(text, match.end())
+        if after.group(1) == "(":
+            continue   # a call, a prototype or the definition itself
         node = root.descendant_for_byte_range(match.start(), match.end())
         if node is not None and node.type == "identifier":
             taken.add(name)

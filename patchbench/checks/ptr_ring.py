@@ -49,6 +49,8 @@ KNOWN_SERIALISED = {
 
 
 def check_side(model: FileModel, rule: ModuleType, side: str) -> list[Finding]:
+    if b"__ptr_ring_" not in model.source and b"__skb_array_" not in model.source:
+        return []   # the common case, decided without walking the tree
     found = cparse.captures(cparse.rule_query(rule.ID), model.tree.root_node)
     wanted = PRIMITIVES[side] | (RESIZE_SENSITIVE if side == "consumer" and found.get("resize_call")
                                  else set())
@@ -58,7 +60,7 @@ def check_side(model: FileModel, rule: ModuleType, side: str) -> list[Finding]:
         return []
     lock_name = f"{side}_lock"
     results = summaries.solve(
-        model, {c.function for c in calls}, lambda s: locks.LockTransfer(model, s),
+        model, {c.function for c in calls} | locks.lock_functions(model), lambda s: locks.LockTransfer(model, s),
         precondition=lambda f: _precondition(model, f, lock_name),
         inherit=lambda facts: frozenset(f for f in facts if f[0] == "held"))
     findings = []

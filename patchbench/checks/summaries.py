@@ -2,15 +2,16 @@
 
     results = summaries.solve(model, names, make_transfer, precondition, inherit)
 
-- `names`: the functions a rule cares about; their in-file callers are added (transitively), since
-  what a caller holds decides a callee's entry state, and the in-file callees of all of these,
-  whose summaries give calls their effect.
+- `names`: the functions a rule cares about, including those whose summaries give calls an effect
+  (e.g. every function that takes a lock); their in-file callers are added (transitively), since
+  what a caller holds decides a callee's entry state and a callee's summary changes the caller.
 - `make_transfer(results)` returns the rule's Transfer; it may read `results[callee]` (the callee's
   current `Summary`) to give calls of in-file functions their effect, e.g. `Summary.always_exits_with`
   for "exits holding X" or `Summary.takes_and_releases` for "takes and releases X around its body".
   Callees are walked before callers (bottom-up), the whole is repeated until nothing changes.
 - `precondition(function)`: facts true on entry whatever the callers do (`__must_hold`, comments).
-- `inherit(facts)`: the part of a caller's facts that passes into a callee (default: all).
+- `inherit(facts)`: the part of a caller's facts that passes into a callee (default: all);
+  None when callers pass nothing (each function starts from its precondition).
 
 A function's entry is `precondition(f) | (facts held at EVERY in-file call site)`; a function with
 unknown callers (address taken, registered as a callback, or not static) gets only its precondition.
@@ -54,8 +55,8 @@ class Summary:
         return gained and fact not in self.entry and not any(fact in s for s in self.exits)
 
 
-def _with_callers_and_callees(model: FileModel, names: Iterable[str]) -> list[str]:
-    """names, their in-file callers (transitively), and every in-file callee of those."""
+def _with_callers(model: FileModel, names: Iterable[str]) -> list[str]:
+    """names and their in-file callers (transitively), callees first."""
     wanted = {n for n in names if n in model.functions}
     pending = list(wanted)
     while pending:
@@ -63,12 +64,6 @@ def _with_callers_and_callees(model: FileModel, names: Iterable[str]) -> list[st
             if call.function and call.function not in wanted:
                 wanted.add(call.function)
                 pending.append(call.function)
-    pending = list(wanted)
-    while pending:
-        for call in model.functions[pending.pop()].calls:
-            if call.name in model.functions and call.name not in wanted:
-                wanted.add(call.name)
-                pending.append(call.name)
     return _bottom_up(model, wanted)
 
 
@@ -98,30 +93,44 @@ def _callees(model: FileModel, name: str, wanted: set[str]) -> list[str]:
 def solve(model: FileModel, names: Iterable[str],
           make_transfer: Callable[[dict[str, Summary]], flow.Transfer],
           precondition: Callable[[Function], frozenset] = lambda function: frozenset(),
-          inherit: Callable[[frozenset], frozenset] = lambda facts: facts) -> dict[str, Summary]:
-    order = _with_callers_and_callees(model, names)
+          inherit: Callable[[frozenset], frozenset] | None = lambda facts: facts) -> dict[str, Summary]:
+    order = _with_callers(model, names)
+    callees = {name: set(_callees(model, name, set(order))) for name in order}
     entries = {name: precondition(model.functions[name]) for name in order}
     results: dict[str, Summary] = {}
     transfer = make_transfer(results)
+    walked: dict[str, int] = {}      # name -> step of its last walk
+    changed: dict[str, int] = {}     # name -> step at which its exits last changed
+    step = 0
     for _ in range(ROUNDS):
-        previous_exits = {name: s.exits for name, s in results.items()}
         for name in order:
+            if name in walked and not any(changed.get(c, -1) > walked[name] for c in callees[name]):
+                continue
+            step += 1
             function = model.functions[name]
+            previous = results.get(name)
             results[name] = Summary(function, entries[name], flow.walk(function, transfer, entries[name]))
-        new_entries = {}
-        for name in order:
-            function = model.functions[name]
-            facts = precondition(function)
-            sites = [c for c in model.callers.get(name, []) if c.function in results]
-            if sites and not model.has_unknown_callers(name) and \
-                    len(sites) == len(model.callers.get(name, [])):
-                held = [results[c.function].result.held_at(c) for c in sites
-                        if results[c.function].result.states_at(c)]
-                if held:
-                    facts = facts | inherit(flow.intersection(held))
-            new_entries[name] = facts
-        stable = new_entries == entries and previous_exits == {n: s.exits for n, s in results.items()}
-        entries = new_entries
-        if stable:
+            walked[name] = step
+            if previous is None or previous.exits != results[name].exits:
+                changed[name] = step
+        if inherit is not None:
+            for name in order:
+                facts = _entry(model, results, name, precondition, inherit)
+                if facts != entries[name]:
+                    entries[name] = facts
+                    walked.pop(name)   # walk it again from its new entry
+        if all(name in walked and not any(changed.get(c, -1) > walked[name] for c in callees[name])
+               for name in order):
             break
     return results
+
+
+def _entry(model: FileModel, results: dict[str, Summary], name: str,
+           precondition: Callable[[Function], frozenset], inherit: Callable[[frozenset], frozenset]) -> frozenset:
+    """precondition, plus what every in-file call site holds when all callers are known."""
+    facts = precondition(model.functions[name])
+    sites = model.callers.get(name, [])
+    if not sites or model.has_unknown_callers(name) or any(c.function not in results for c in sites):
+        return facts
+    held = [results[c.function].result.held_at(c) for c in sites if results[c.function].result.states_at(c)]
+    return facts | inherit(flow.intersection(held)) if held else facts

@@ -33,9 +33,9 @@ def check(model: FileModel) -> Iterable[Finding]:
     names = {f.name for f in takers if f is not None}
     if not names:
         return []
-    results = summaries.solve(model, names, lambda s: locks.LockTransfer(model, s),
-                              precondition=lambda f: _precondition(model, f),
-                              inherit=lambda facts: frozenset())
+    results = summaries.solve(model, names | locks.lock_functions(model),
+                              lambda s: locks.LockTransfer(model, s),
+                              precondition=lambda f: _precondition(model, f), inherit=None)
     findings = []
     for name in sorted(names):
         findings.extend(_check_function(model, results[name]))
