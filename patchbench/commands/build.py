@@ -10,6 +10,7 @@ from pathlib import Path
 
 from patchbench.dispatch import commits, progress, workspace
 from patchbench.dispatch.jobs import JobResult, Target
+from patchbench.dispatch.kbuild import DEFAULT_MAKE_VARS
 from patchbench.dispatch.kconfig import KernelConfig
 from patchbench.dispatch.runner import LocalRunner, default_context, plan
 from patchbench.dispatch.store import ResultStore
@@ -37,6 +38,8 @@ def add_series_arguments(parser: argparse.ArgumentParser, ranges: bool = True) -
 def add_dispatch_arguments(parser: argparse.ArgumentParser, formats: tuple[str, ...] = ("text", "json")) -> None:
     parser.add_argument("--config", metavar="FRAGMENT", action="append", default=[], type=Path,
                         help="a Kconfig fragment merged over the netdev test config (repeatable)")
+    parser.add_argument("--sparse", action="store_true",
+                        help="also run sparse on the touched objects (C=1; a build directory of its own)")
     parser.add_argument("--no-sandbox", action="store_true",
                         help="run make without bubblewrap (only for a series you trust)")
     parser.add_argument("--build-timeout", type=float, default=3600.0, metavar="S", help="per build job")
@@ -64,8 +67,9 @@ def applied_from(args) -> ApplyResult:
 
 def dispatch(applied: ApplyResult, args, *, objects: bool, kernel: bool, boot: bool) -> list[JobResult]:
     cache = args.cache or workspace.cache_root()
+    make_vars = {**DEFAULT_MAKE_VARS, **({"C": "1"} if args.sparse else {})}
     target = Target(applied.repo.resolve(), applied.base, KernelConfig.netdev(args.config),
-                    sandboxed=not args.no_sandbox)
+                    tuple(sorted(make_vars.items())), sandboxed=not args.no_sandbox)
     jobs = plan(applied, target, objects=objects, kernel=kernel, boot=boot,
                 build_timeout=args.build_timeout, boot_timeout=args.boot_timeout)
     store = ResultStore(args.results or cache / "results.sqlite")
