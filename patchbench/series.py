@@ -120,7 +120,8 @@ def _name(source: str) -> str:
 
 
 def _topics(postings: list[Posting]) -> list[list[Posting]]:
-    """Join postings that thread to each other or share a title and sender; order by first appearance."""
+    """Join postings that thread to each other or share a title (of the cover or of a patch): the
+    versions of one piece of work. Topics are ordered by first appearance."""
     parent = {id(p): id(p) for p in postings}
 
     def root(key: int) -> int:
@@ -129,13 +130,13 @@ def _topics(postings: list[Posting]) -> list[list[Posting]]:
             key = parent[key]
         return key
 
-    by_title: dict[tuple[str, str], int] = {}
+    by_title: dict[str, int] = {}
     for posting in postings:
         for other in posting.related:
             if other in parent:
                 parent[root(id(posting))] = root(other)
         for item in posting.items():
-            key = (posting.sender.lower(), item.title.lower())
+            key = " ".join(item.title.lower().split())
             if key in by_title:
                 parent[root(id(posting))] = root(by_title[key])
             else:
@@ -147,15 +148,26 @@ def _topics(postings: list[Posting]) -> list[list[Posting]]:
 
 
 def _replies_by_target(items: list[Item]) -> dict[int, list[Item]]:
-    """Replies (mails outside any posting) keyed by the patch or cover they answer, thread order kept."""
+    """Replies (mails outside any posting) keyed by the patch or cover they answer, thread order kept.
+
+    A reply whose thread headers were lost (a mailbox put together by hand) is matched by its
+    subject: `Re: [PATCH v2 1/3] title` answers the v2 1/3 with that title, if there is one.
+    """
+    by_subject = {_subject_key(item): item for item in items if item.group is not None}
     replies: dict[int, list[Item]] = {}
     for item in items:
         if item.group is not None:
             continue
         target = next((a for a in item.ancestors() if a.group is not None), None)
+        if target is None and item.parent is None and item.subject.is_reply:
+            target = by_subject.get(_subject_key(item))
         if target is not None:
             replies.setdefault(id(target), []).append(item)
     return replies
+
+
+def _subject_key(item: Item) -> tuple[str, int | None, int]:
+    return " ".join(item.subject.title.lower().split()), item.subject.index, item.subject.version
 
 
 def _build(posting: Posting, topic: list[Posting], mailbox: _Mailbox) -> Series:

@@ -33,7 +33,8 @@ class Item:
     def summarise(cls, mail: Mail) -> Item:
         text = split_patch(mail.text)
         subject = parse_subject(mail.subject)
-        given = reply_trailers(mail.text, mail.from_email) if subject.is_reply or not text.diff else []
+        is_reply = subject.is_reply or not text.diff
+        given = reply_trailers(mail.text, mail.from_email, mail.from_name) if is_reply else []
         return cls(replace(mail, text="", headers={}), subject, bool(text.diff), text.inbody, given)
 
     @property
@@ -112,6 +113,8 @@ def group_postings(items: list[Item]) -> list[Posting]:
     members = [item for item in items if item.is_patch or item.is_cover]
     for item in sorted(members, key=lambda i: (_depth(i), i.mail.position)):
         posting, related = _threaded_posting(item)
+        if posting is None and related is not None:
+            posting = _sibling_posting(item, related, postings)
         if posting is None and related is None and item.subject.index is not None:
             posting = _unthreaded_posting(item, postings)
         if posting is None:
@@ -163,6 +166,21 @@ def _version_of(item: Item, posting: Posting | None) -> int:
 
 def _lower_words(item: Item) -> set[str]:
     return {word.lower() for word in item.mail.subject.replace("[", " ").replace("]", " ").split()}
+
+
+def _sibling_posting(item: Item, related: Posting, postings: list[Posting]) -> Posting | None:
+    """A newer version sent part by part in reply to the older parts (v2 1/2 answering v1 1/2, v2
+    2/2 answering v1 2/2) is one posting: join the one already answering the same older posting."""
+    for posting in reversed(postings):
+        if (
+            id(related) in posting.related
+            and posting.numbered == (item.subject.index is not None)
+            and posting.version == item.subject.version
+            and posting.total == item.total
+            and posting.accepts(item)
+        ):
+            return posting
+    return None
 
 
 def _unthreaded_posting(item: Item, postings: list[Posting]) -> Posting | None:

@@ -187,3 +187,54 @@ def test_patches_apply_with_git(tmp_path):
         assert result.returncode == 0, result.stderr
     applied = source.read_text()
     assert "spin_lock(&r->consumer_lock);" in applied and "ring_peek" not in applied
+
+
+def _edit(message: bytes, **headers: str | None) -> bytes:
+    """Replace (or with None, drop) header lines of one raw message."""
+    head, body = message.split(b"\n\n", 1)
+    lines = head.split(b"\n")
+    for name, value in headers.items():
+        field = name.rstrip("_").replace("_", "-").encode()
+        lines = [line for line in lines if not line.lower().startswith(field.lower() + b":")]
+        if value is not None:
+            lines.append(field + b": " + value.encode())
+    return b"\n".join(lines) + b"\n\n" + body
+
+
+def _by_id(msgid: str) -> bytes:
+    return next(m for m in _messages() if f"<{msgid}>".encode() in m.split(b"\n\n")[0])
+
+
+def test_reroll_sent_part_by_part_in_reply_to_older_parts(tmp_path):
+    """No v2 cover; v2 1/2 answers v1 1/2 and v2 2/2 answers v1 2/2: still one v2 of two parts."""
+    v1 = [_by_id("v1-0@example.org"), _by_id("v1-1@example.org"), _by_id("v1-2@example.org")]
+    v2 = [_edit(_by_id("v2-1@example.org"), in_reply_to="<v1-1@example.org>", references="<v1-1@example.org>"),
+          _edit(_by_id("v2-2@example.org"), in_reply_to="<v1-2@example.org>", references="<v1-2@example.org>")]
+    series = load_series(str(_write_mbox(tmp_path / "reroll.mbox", v1 + v2)))
+    assert series.version == 2 and series.other_versions == [1] and series.cover is None
+    assert [p.message_id for p in series.patches] == ["v2-1@example.org", "v2-2@example.org"]
+
+
+def test_reply_without_thread_headers_matched_by_subject(tmp_path):
+    review = _edit(_by_id("review-v2-1@example.com"), in_reply_to=None, references=None)
+    messages = [_by_id("v2-0@example.org"), _by_id("v2-1@example.org"), _by_id("v2-2@example.org"), review]
+    first = load_series(str(_write_mbox(tmp_path / "lost-headers.mbox", messages))).patches[0]
+    assert first.trailers == [FIXES, SOB, REVIEW]
+
+
+def test_reviewer_writing_from_another_address(tmp_path):
+    same_name = _edit(_by_id("review-v2-1@example.com"), from_="Bob Reviewer <bob@home.example>")
+    stranger = _edit(_by_id("ack-v2-0@example.net"), from_="Mallory <mallory@example.net>")
+    messages = [_by_id("v2-0@example.org"), _by_id("v2-1@example.org"), same_name, stranger]
+    first = load_series(str(_write_mbox(tmp_path / "addresses.mbox", messages))).patches[0]
+    assert REVIEW in first.trailers   # same name, other address: still Bob's review
+    assert ACK not in first.trailers  # nobody may give Carol's Acked-by for her
+
+
+def test_versions_from_different_addresses_are_one_topic(tmp_path):
+    v1 = [_by_id("v1-0@example.org"), _by_id("v1-1@example.org"), _by_id("v1-2@example.org")]
+    v2 = [_edit(m, from_="Ada Lovelace <ada@work.example>") for m in
+          (_by_id("v2-0@example.org"), _by_id("v2-1@example.org"), _by_id("v2-2@example.org"))]
+    series = load_series(str(_write_mbox(tmp_path / "moved.mbox", v1 + v2)))
+    assert series.version == 2 and series.other_versions == [1]
+    assert series.patches[0].author == "Ada Lovelace <ada@work.example>"

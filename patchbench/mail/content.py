@@ -132,11 +132,12 @@ def message_trailers(message: str) -> list[str]:
     return trailers
 
 
-def reply_trailers(text: str, sender_email: str) -> list[str]:
+def reply_trailers(text: str, sender_email: str, sender_name: str = "") -> list[str]:
     """Trailers a reviewer gave in a reply: unquoted `*-by:`, Fixes, Closes, Link.
 
-    As b4 does, a `*-by:` trailer counts only when it names the reply's own sender address: a
-    reviewer cannot give someone else's Reviewed-by, and this keeps pasted trailer blocks out.
+    As b4 does, a `*-by:` trailer counts only when it names the reply's sender (same address, or
+    the same name when writing from another address): a reviewer cannot give someone else's
+    Reviewed-by, and this keeps pasted trailer blocks out.
     """
     found = []
     for line in text.splitlines():
@@ -145,12 +146,20 @@ def reply_trailers(text: str, sender_email: str) -> list[str]:
         match = _TRAILER.match(line.strip()) if not line.lstrip().startswith(">") else None
         if not match or not _REPLY_TRAILER_KEY.match(match.group(1)):
             continue
-        if match.group(1).lower().endswith("-by"):
-            address = _EMAIL.search(_clean_html_junk(match.group(2)))
-            if not address or address.group(0)[1:-1].lower() != sender_email.lower():
-                continue
+        if match.group(1).lower().endswith("-by") and not _names_sender(match.group(2), sender_email, sender_name):
+            continue
         found.append(f"{match.group(1)}: {_clean_html_junk(match.group(2))}")
     return found
+
+
+def _names_sender(person: str, sender_email: str, sender_name: str) -> bool:
+    address = _EMAIL.search(_clean_html_junk(person))
+    if not address:
+        return False
+    if address.group(0)[1:-1].lower() == sender_email.lower():
+        return True
+    name = " ".join(person[:address.start()].replace('"', " ").split()).lower()
+    return bool(name) and name == " ".join(sender_name.replace('"', " ").split()).lower()
 
 
 def _clean_html_junk(value: str) -> str:
