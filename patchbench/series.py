@@ -65,7 +65,7 @@ def load_series(source: str, version: int | None = None) -> Series:
     """
     with rereadable(source) as path:
         mailbox = _Mailbox.read(path, source)
-        topic = mailbox.topics[0]
+        topic = _main_topic(mailbox.topics)
         mailbox.load_texts(path, [topic])
         return select_series([[_build(p, topic, mailbox) for p in topic]], version, source)
 
@@ -145,6 +145,20 @@ def _topics(postings: list[Posting]) -> list[list[Posting]]:
     for posting in sorted(postings, key=lambda p: p.first_position):
         groups.setdefault(root(id(posting)), []).append(posting)
     return list(groups.values())
+
+
+def _main_topic(topics: list[list[Posting]]) -> list[Posting]:
+    """The first topic stored that is not a side thread of another: a diff someone posted inside
+    a series' thread is not what the mailbox is about, even when it is stored first."""
+    for topic in topics:
+        own = {id(posting) for posting in topic}
+        if not all(_answers_other_topic(item, own) for posting in topic for item in posting.items()):
+            return topic
+    return topics[0]
+
+
+def _answers_other_topic(item: Item, own: set[int]) -> bool:
+    return any(a.group is not None and id(a.group) not in own for a in item.ancestors())
 
 
 def _replies_by_target(items: list[Item]) -> dict[int, list[Item]]:

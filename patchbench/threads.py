@@ -97,10 +97,14 @@ class Posting:
 
 
 def build_items(mails: Iterable[Mail]) -> list[Item]:
-    items = [Item.summarise(mail) for mail in mails]
+    """Summaries of the mails, each linked to the mail it answers; a second copy of a Message-Id
+    (the same mail received through two lists, or two mailboxes joined) is left out."""
+    items: list[Item] = []
     by_key: dict[str, Item] = {}
-    for item in items:
-        by_key.setdefault(item.mail.key, item)
+    for mail in mails:
+        if mail.key not in by_key:
+            by_key[mail.key] = Item.summarise(mail)
+            items.append(by_key[mail.key])
     for item in items:
         candidates = ([item.mail.in_reply_to] if item.mail.in_reply_to else []) + item.mail.references[::-1]
         item.parent = next((by_key[key] for key in candidates if key in by_key and by_key[key] is not item), None)

@@ -238,3 +238,16 @@ def test_versions_from_different_addresses_are_one_topic(tmp_path):
     series = load_series(str(_write_mbox(tmp_path / "moved.mbox", v1 + v2)))
     assert series.version == 2 and series.other_versions == [1]
     assert series.patches[0].author == "Ada Lovelace <ada@work.example>"
+
+
+def test_duplicate_copies_of_mails_are_read_once(tmp_path):
+    messages = _messages()
+    _assert_netdev_v2(load_series(str(_write_mbox(tmp_path / "twice.mbox", messages + messages[::-1]))))
+
+
+def test_side_diff_stored_first_is_not_the_series(tmp_path):
+    """An unnumbered diff posted (without Re:) inside the v2 thread, and stored before it."""
+    side = _edit(_by_id("suggest-v2-2@example.com"), subject="[PATCH] ringbuf: drop a blank line")
+    rest = [m for m in _messages() if b"<suggest-v2-2@example.com>" not in m.split(b"\n\n")[0]]
+    series = load_series(str(_write_mbox(tmp_path / "side.mbox", [side] + rest)))
+    assert series.version == 2 and [p.message_id for p in series.patches] == ["v2-1@example.org", "v2-2@example.org"]
