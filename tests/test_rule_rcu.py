@@ -73,7 +73,8 @@ def test_suppression_comment_silences_a_finding():
 
 def test_reference_taken_inside_the_section_is_what_makes_the_late_use_safe():
     source = (FIXTURES / "seed_escape.c").read_bytes()
-    without_hold = source.replace(b"\t\tdev_hold(dev);\n", b"")
+    without_hold = source.replace(b"\tdev_hold(dev);\n\trcu_read_unlock();", b"\trcu_read_unlock();")
+    assert without_hold != source
     found = engine.check_source("seed_escape.c", without_hold, RULES)
     assert {(f.rule, f.function) for f in found if f.function == "demo_wake_with_hold"} == \
         {(ESCAPE, "demo_wake_with_hold")}

@@ -62,6 +62,9 @@ class FunctionInfo:
     requires_reader: bool          # stated RCU precondition: callers must provide a section
     pointers: frozenset            # pointer locals and parameters
     relevant: bool                 # holds a site the rules judge
+    # locals a reference was taken through inside a section on some path: not tracked on any
+    # (`if (ops && try_module_get(ops->owner)) found = true;` then `if (found) ops->...`)
+    referenced: set = field(default_factory=set)
 
     def holds(self, fact: tuple, at: int) -> bool:
         """Whether a held fact counts at byte `at`: an assumed one does not when the function
@@ -200,6 +203,7 @@ def _function_info(model: FileModel, function: Function, helpers: set[str],
     owned: set = set()
     owned_locks: set = set()
     relevant = opens = False
+    seen: set[str] = set()
     sections_from = function.node.end_byte
     for call in function.calls:
         section = P.SECTIONS.get(call.name)
@@ -208,8 +212,10 @@ def _function_info(model: FileModel, function: Function, helpers: set[str],
             if call.start < sections_from:
                 sections_from = call.start
                 opens = P.SECTIONS.get(call.name, ("", 1))[1] > 0
-        elif section and section[1] >= 0 and section[0] in ("rtnl", "srcu"):
-            owned.add(section[0])
+        elif section and section[0] in ("rtnl", "srcu") and section[0] not in seen:
+            seen.add(section[0])
+            if section[1] >= 0:   # first dropped (rtnl_unlock(); request_module(); rtnl_lock();)
+                owned.add(section[0])   # is the caller's lock: not owned
         lock = _lock_op(call)
         if lock and lock[1] != "unlock":
             owned_locks.add(model.canonical(function, call.args[0]))
@@ -248,6 +254,11 @@ class RcuTransfer(flow.Transfer):
     def __init__(self, model: FileModel, infos: dict[str, FunctionInfo]):
         self.model = model
         self.infos = infos
+        # In-file functions that take or drop the caller's section (`__acquires(RCU)`).
+        self.section_effects = {name: 1 if ("__acquires", "RCU") in info.function.annotations else -1
+                                for name, info in infos.items()
+                                if {("__acquires", "RCU"), ("__releases", "RCU")}
+                                & set(info.function.annotations)}
 
     def call(self, state: frozenset, call: CallSite) -> frozenset:
         if call.name == USE:
@@ -256,6 +267,8 @@ class RcuTransfer(flow.Transfer):
         section = P.SECTIONS.get(call.name)
         if call.name == "guard(rcu)":
             return _acquire(state, "rcu")
+        if call.name in self.section_effects and call.name != call.function:
+            section = ("rcu", self.section_effects[call.name])
         if section is not None:
             family, delta = section
             if delta > 0:
@@ -306,7 +319,7 @@ class RcuTransfer(flow.Transfer):
     def released(self, state: frozenset, info: FunctionInfo, call: CallSite) -> frozenset:
         """After a release: values read in the function's own sections go stale with the last reader."""
         families, _ = effective(state, info, call.start)
-        if families & P.KEEPS_ALIVE:
+        if families & P.KEEPS_ALIVE or any(f[:2] == ("r", "srcu") and f[3] != "assumed" for f in state):
             return state
         live = {f for f in state if f[0] == "t" and f[4] == "live"}
         return (state - live) | {f[:4] + ("stale",) + f[5:] for f in live}
@@ -320,6 +333,7 @@ class RcuTransfer(flow.Transfer):
                  and (f[1] in mentioned or mentioned & set(f[6]))}
         if not roots:
             return state
+        self.infos[call.function].referenced |= roots
         return frozenset(f for f in state if not (f[0] == "t" and f[3] in roots))
 
     def assign(self, state: frozenset, target: str, value: tree_sitter.Node, function: Function) -> frozenset:
@@ -337,9 +351,10 @@ class RcuTransfer(flow.Transfer):
         if origin[0] == "derived":
             return state | {("t", target) + origin[1][2:5] + (-1,) + origin[1][6:]}
         # A fresh value: tracked only when the function's own section is all that protects it.
-        readers = {f for f in state if f[0] == "r" and f[1] in P.KEEPS_ALIVE
+        readers = {f for f in state if f[0] == "r" and f[1] in P.KEEPS_ALIVE | {"srcu"}
                    and info.holds(f, value.start_byte)}
-        if not readers or any(f[3] != "own" for f in readers):
+        from_outside = any(f[3] != "own" and f[1] != "srcu" for f in readers)
+        if not {f[1] for f in readers} & P.READ_SECTIONS or from_outside or target in info.referenced:
             return state
         _, primitive, call = origin
         arguments = call.child_by_field_name("arguments")
@@ -348,15 +363,22 @@ class RcuTransfer(flow.Transfer):
         return state | {("t", target, primitive, target, "live", value_call_start(value), words)}
 
     def origin(self, value: tree_sitter.Node, state: frozenset):
-        """("rcu", primitive) | ("access",) | ("derived", track fact) | None for an assigned value."""
+        """("rcu", primitive, call) | ("access",) | ("derived", track fact) | None for an assigned
+        value. A pointer loaded from a field of a tracked local (`chan = conf->def.chan`) is not
+        derived: it often points to an object of its own lifetime; loaded straight from the
+        primitive's result (`dev = rcu_dereference(t->tun)->dev`), it is."""
         node = value
+        loaded = False
         while True:
             kind = node.type
             if kind in ("parenthesized_expression", "cast_expression"):
                 node = node.child_by_field_name("value") or node.named_children[-1]
             elif kind == "pointer_expression" and node.child_by_field_name("operator").type == "&":
                 node = node.child_by_field_name("argument")
+                while node.type in ("field_expression", "subscript_expression"):
+                    node = node.child_by_field_name("argument")   # an address inside the object
             elif kind in ("field_expression", "subscript_expression"):
+                loaded = True
                 node = node.child_by_field_name("argument")
             elif kind == "call_expression":
                 callee = squeeze(self.model.text(node.child_by_field_name("function")))
@@ -372,6 +394,8 @@ class RcuTransfer(flow.Transfer):
                     return None
             elif kind == "identifier":
                 name = self.model.text(node)
+                if loaded:
+                    return None
                 for fact in state:
                     if fact[0] == "t" and fact[1] == name:
                         return ("derived", fact)
@@ -418,6 +442,9 @@ def _meet(contributions: list[frozenset]) -> frozenset:
         return fact[:-1]
     common = set.intersection(*({plain(f) for f in c} for c in contributions))
     assumed = {plain(f) for c in contributions for f in c if f[-1] == "assumed"}
+    if not any(f[0] == "r" and f[1] in P.KEEPS_ALIVE for f in common) and \
+            all(any(f[0] == "r" and f[1] in P.KEEPS_ALIVE for f in c) for c in contributions):
+        common.add(("r", "any", 1))
     return frozenset(p + ("assumed" if p in assumed else "entry",) for p in common)
 
 
@@ -466,6 +493,7 @@ def _analyse(model: FileModel) -> Analysis:
     entries = {name: infos[name].precondition | universe for name in wanted}
     results: dict[str, flow.FlowResult] = {}
     for _ in range(ROUNDS):
+        referenced = {name: set(infos[name].referenced) for name in wanted}
         for name in wanted:
             results[name] = flow.walk(infos[name].function, transfer, entries[name])
         new_entries = {}
@@ -474,12 +502,10 @@ def _analyse(model: FileModel) -> Analysis:
             for call in model.callers.get(name, []):
                 if call.function in results:
                     caller = infos[call.function]
-                    site = next((c for c in caller.function.calls if c.node == call.node), call)
-                    contributions.extend(_inherited(s, caller, call.start) for s in results[call.function].states_at(site))
-            if not contributions:
-                contributions = [universe]
-            new_entries[name] = infos[name].precondition | _meet(contributions)
-        if new_entries == entries:
+                    contributions.extend(_inherited(state, caller, call.start)
+                                         for state in results[call.function].states_at(call))
+            new_entries[name] = infos[name].precondition | _meet(contributions or [universe])
+        if new_entries == entries and all(referenced[n] == infos[n].referenced for n in wanted):
             break
         entries = new_entries
     analysis = Analysis(model, infos, known_locks)
@@ -489,6 +515,8 @@ def _analyse(model: FileModel) -> Analysis:
             continue
         result = results[name]
         for call in info.function.calls:
+            if call.name in transfer.section_effects:
+                continue
             need = None if call.name == USE else need_of(call, helpers)
             if call.name in (USE, P.ACCESS) or need is not None:
                 analysis.sites.append(Site(call, need, result.states_at(call), info))

@@ -17,11 +17,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# Families that keep RCU-protected memory alive (memory safety, used by rcu-pointer-escapes).
-READERS = frozenset({"rcu", "rcu_bh", "rcu_sched", "bh", "irq", "preempt", "spin"})
+# Families that keep RCU-protected memory alive (memory safety, used by rcu-pointer-escapes);
+# "any" is some reader on every way in, not the same one (a callee of an rcu_read_lock() caller
+# and of a local_bh_disable() one).
+READERS = frozenset({"rcu", "rcu_bh", "rcu_sched", "bh", "irq", "preempt", "spin", "any"})
 # Readers that keep a value read inside a section valid: not a held spinlock (not a reader
 # under PREEMPT_RT, and reviewers ask for the rcu_read_unlock() to stay after the last use).
 KEEPS_ALIVE = READERS - {"spin"}
+# The sections a tracked value must be read in: the function's own explicit read-side sections
+# (a value read under a spinlock is the update side's, not a reader's).
+READ_SECTIONS = frozenset({"rcu", "rcu_bh", "rcu_sched", "srcu"})
 # Families dropped from an assumed (unknown-caller) entry when the function opens or closes its
 # own read-side section of a flavour: it would not, were its callers already inside one. A
 # plain rcu_read_lock() says its callers may be anywhere; rcu_read_lock_bh() only that BH was on
@@ -86,7 +91,8 @@ RCU_HELPER = re.compile(r"_rcu$")
 NOT_HELPER = re.compile(r"^(rcu_|call_rcu|kfree_rcu|kvfree_rcu|synchronize_|list_|hlist_|hlists_|"
                         r"hash_|__list_|__hlist_|sk_nulls_|__sk_nulls_|hlist_nulls_|"
                         r"free_percpu_rcu|rcuref_|\w*_free_rcu$|\w*_destroy_rcu$|\w*_put_rcu$|"
-                        r"\w*_release_rcu$|\w*_add_rcu$|\w*_del_rcu$|\w*_replace_rcu$|\w*_init_rcu$)")
+                        r"\w*_release_rcu$|\w*_add_rcu$|\w*_del_rcu$|\w*_replace_rcu$|\w*_init_rcu$|"
+                        r"\w*_insert_rcu$)")
 # RTNL, the update-side lock of most netdev RCU data, is accepted for them too (__in6_dev_get,
 # bond_option_active_slave_get_rcu under ndo_eth_ioctl).
 HELPER_NEED = Need(_ANY | {"rtnl"}, frozenset(), None, "an RCU read-side section", True)
