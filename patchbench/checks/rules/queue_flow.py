@@ -128,7 +128,8 @@ def _analyse(model: FileModel) -> list[Verdict]:
     stops = [s for s in stops if any(("stopped", s.call.start) in state
                                      for state in results[s.function.name].exits)]
     starts = [s for s in consumer if s.action == "start" and s.scope == "one"
-              and "xmit" not in sides.sides[s.function.name] and sides.restarts_queue(s.function)]
+              and "xmit" not in sides.sides[s.function.name] and sides.restarts_queue(s.function)
+              and not any(w.function is s.function and _same_queue(s, w, found) for w in wakes)]
     verdicts = []
     for start in starts:
         stopped = [stop for stop in stops if _same_queue(stop, start, found)]
