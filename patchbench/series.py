@@ -16,7 +16,7 @@ from patchbench.mail.files import FileChange, files_touched, is_truncated
 from patchbench.mail.sources import rereadable
 from patchbench.threads import Item, Posting, build_items, group_postings
 
-__all__ = ["FileChange", "Patch", "Cover", "Series", "load_series", "select_series", "find_series"]
+__all__ = ["FileChange", "Patch", "Cover", "Series", "load_series", "load_versions", "find_series"]
 
 
 @dataclass
@@ -55,19 +55,38 @@ class Series:
     change_id: str | None = None
     other_versions: list[int] = field(default_factory=list)
     title: str = ""                # cover subject, else the first patch's subject
+    other_series: list[str] = field(default_factory=list)   # titles of unrelated series in the source
 
 
 def load_series(source: str, version: int | None = None) -> Series:
     """The series in `source` (mbox, maildir, message, directory, .gz or "-"): newest version unless asked.
 
-    When the source holds several unrelated series, the first one stored is taken.
+    When the source holds several unrelated series, the first one stored is taken (not counting
+    side threads); the others are named in `other_series`.
     Raises BadInput when the source is unreadable, truncated, or holds no patch.
     """
+    versions = load_versions(source)
+    numbers = sorted({series.version for series in versions})
+    wanted = version if version is not None else numbers[-1]
+    chosen = [series for series in versions if series.version == wanted]
+    if not chosen:
+        listed = ", ".join(f"v{v}" for v in numbers)
+        raise BadInput(f"{_name(source)}: no version {wanted} of the series (found {listed})")
+    return chosen[-1]  # of two postings of one version (a resend), the later one
+
+
+def load_versions(source: str) -> list[Series]:
+    """Every posting of the main series in `source`, in the order stored."""
     with rereadable(source) as path:
         mailbox = _Mailbox.read(path, source)
         topic = _main_topic(mailbox.topics)
         mailbox.load_texts(path, [topic])
-        return select_series([[_build(p, topic, mailbox) for p in topic]], version, source)
+        versions = [_build(posting, topic, mailbox) for posting in topic]
+    others = [_topic_title(other) for other in mailbox.topics if other is not topic]
+    for series in versions:
+        series.other_versions = sorted({v.version for v in versions} - {series.version})
+        series.other_series = others
+    return versions
 
 
 def find_series(source: str) -> list[list[Series]]:
@@ -102,19 +121,6 @@ class _Mailbox:
         return split_patch(self.texts.get(item.mail.position, ""))
 
 
-def select_series(topics: list[list[Series]], version: int | None, source: str = "") -> Series:
-    topic = topics[0]
-    versions = sorted({series.version for series in topic})
-    wanted = version if version is not None else versions[-1]
-    chosen = [series for series in topic if series.version == wanted]
-    if not chosen:
-        listed = ", ".join(f"v{v}" for v in versions)
-        raise BadInput(f"{_name(source)}: no version {wanted} of the series (found {listed})")
-    series = chosen[-1]
-    series.other_versions = [v for v in versions if v != wanted]
-    return series
-
-
 def _name(source: str) -> str:
     return "standard input" if source == "-" else source
 
@@ -145,6 +151,11 @@ def _topics(postings: list[Posting]) -> list[list[Posting]]:
     for posting in sorted(postings, key=lambda p: p.first_position):
         groups.setdefault(root(id(posting)), []).append(posting)
     return list(groups.values())
+
+
+def _topic_title(topic: list[Posting]) -> str:
+    newest = topic[-1]
+    return (newest.cover or newest.patches[min(newest.patches)]).title
 
 
 def _main_topic(topics: list[list[Posting]]) -> list[Posting]:

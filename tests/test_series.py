@@ -251,3 +251,14 @@ def test_side_diff_stored_first_is_not_the_series(tmp_path):
     rest = [m for m in _messages() if b"<suggest-v2-2@example.com>" not in m.split(b"\n\n")[0]]
     series = load_series(str(_write_mbox(tmp_path / "side.mbox", [side] + rest)))
     assert series.version == 2 and [p.message_id for p in series.patches] == ["v2-1@example.org", "v2-2@example.org"]
+
+
+def test_other_series_in_the_source_are_named(tmp_path):
+    other = [_edit(m.replace(b"ringbuf:", b"otherdrv:").replace(b"@example.org>", b"@other.example>"),
+                   subject=f"[PATCH net 1/1] otherdrv: fix the thing {n}") for n, m in
+             enumerate([_by_id("v1-1@example.org")])]
+    source = _write_mbox(tmp_path / "two.mbox", _messages() + other)
+    series = load_series(str(source))
+    assert series.version == 2 and series.other_series == ["otherdrv: fix the thing 0"]
+    result = _cli(str(source))
+    assert "1 other series" in result.stdout.decode() and "otherdrv: fix the thing 0" in result.stdout.decode()

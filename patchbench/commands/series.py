@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from patchbench.series import Series, find_series, select_series
+from patchbench.series import Series, load_series, load_versions
 
 
 def add_parser(subparsers) -> None:
@@ -17,9 +17,12 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    topics = find_series(args.source)
-    selected = select_series(topics, args.version, args.source)
-    shown = [s for topic in topics for s in topic] if args.all_versions else [selected]
+    if args.all_versions:
+        shown = load_versions(args.source)
+        if args.version is not None:
+            shown = [s for s in shown if s.version == args.version] or [load_series(args.source, args.version)]
+    else:
+        shown = [load_series(args.source, args.version)]
     if args.json:
         documents = [series_json(s) for s in shown]
         print(json.dumps(documents if args.all_versions else documents[0], indent=2))
@@ -57,6 +60,7 @@ def series_json(series: Series) -> dict:
         "prerequisite_patch_ids": series.prerequisite_patch_ids,
         "change_id": series.change_id,
         "other_versions": series.other_versions,
+        "other_series": series.other_series,
     }
 
 
@@ -76,6 +80,11 @@ def summary(series: Series) -> str:
                 lines.append(f"        {trailer}")
     if series.base_commit:
         lines.append(f"  base: {series.base_commit}")
+    if series.change_id:
+        lines.append(f"  change-id: {series.change_id}")
     for prerequisite in series.prerequisite_patch_ids:
         lines.append(f"  prerequisite-patch-id: {prerequisite}")
+    if series.other_series:
+        lines.append(f"  also in this source ({len(series.other_series)} other series, not shown):")
+        lines.extend(f"    {title}" for title in series.other_series[:5])
     return "\n".join(lines)
