@@ -147,7 +147,7 @@ def _analyse(model: FileModel) -> list[Verdict]:
         others = [w for w in wakes if w.scope == "one"]
         if others:
             verdicts.extend(Verdict(WRONG_QUEUE, wake, _wrong_queue_message(wake, stop)) for wake in others)
-        elif not woken_in_sibling_file(model.path):
+        elif not woken_in_sibling_file(model.path, model.source):
             verdicts.append(Verdict(STOP_UNMATCHED, stop, _unmatched_message(stop, found, sides)))
     unique = {(v.rule, v.site.function.name, v.message): v for v in verdicts}
     return list(unique.values())
@@ -231,12 +231,12 @@ _INCLUDE = re.compile(rb'^#\s*include\s+"([^"]+)"', re.M)
 _WAKE_SPELLING = re.compile(rb"\b(netif_(tx_)?wake_(sub)?queue|netif_\w*completed_wake|netif_txq_maybe_wake)\s*\(")
 
 
-def woken_in_sibling_file(path: str) -> bool:
+def woken_in_sibling_file(path: str, source: bytes) -> bool:
     """Another C file of the driver directory, sharing a local header with this one, wakes queues:
     the completion side may live there (44 of 396 stopping files in 6.1 have no wake of their own)."""
     here = Path(path)
     try:
-        headers = set(_INCLUDE.findall(here.read_bytes()))
+        headers = set(_INCLUDE.findall(source))
         siblings = [p for p in here.parent.glob("*.c") if p != here] if headers else []
         return any(headers & set(_INCLUDE.findall(text)) and _WAKE_SPELLING.search(text)
                    for text in (p.read_bytes() for p in siblings))
@@ -251,14 +251,13 @@ def _start_message(start: QueueSite, stop: QueueSite) -> str:
 
 
 def _unmatched_message(stop: QueueSite, found: QueueSites, sides: Sides) -> str:
+    # the message is part of the finding's identity across patches: it names the stop, never the
+    # other functions of the file, which a later unrelated patch may change
     head = (f"{stop.spelling}() stops {stop.key.describe()} on the transmit path, but no "
             "completion-side path (NAPI poll, tx interrupt, consumer/reader) wakes it")
-    same = [s for s in found.sites if s.scope in ("one", "all") and s.action in ("wake", "start")
-            and s is not stop and _same_queue(stop, s, found)]
-    elsewhere = sorted({f"{s.function.name}()" for s in same if s.action == "wake"
-                        and "xmit" not in sides.sides[s.function.name]})
-    if elsewhere:
-        return head + f"; it is only woken in {', '.join(elsewhere)}, which do not run as tx space frees"
+    if any(s.action == "wake" and s.scope in ("one", "all") and _same_queue(stop, s, found)
+           and "xmit" not in sides.sides[s.function.name] for s in found.sites):
+        return head + "; its wakes are only in open, reset or deferred paths, which do not run as tx space frees"
     return head
 
 
