@@ -150,8 +150,7 @@ def _site_key(reader: "KeyReader", named_by: str, arg: tree_sitter.Node | None) 
         return QueueKey("const", "0")
     if arg is None:
         return UNKNOWN
-    source = reader.model.source
-    return reader.index(arg, source) if named_by == "index" else reader.txq(arg, source)
+    return reader.index(arg) if named_by == "index" else reader.txq(arg)
 
 
 class KeyReader:
@@ -161,48 +160,48 @@ class KeyReader:
         self.model = model
         self.function = function
 
-    def index(self, node: tree_sitter.Node, source: bytes, depth: int = 0) -> QueueKey:
+    def index(self, node: tree_sitter.Node, depth: int = 0) -> QueueKey:
         """The key of a queue index expression."""
         node = _strip(node)
         if node.type == "number_literal":
-            text = cparse.node_text(source, node).rstrip("uUlL")
+            text = self.model.text(node).rstrip("uUlL")
             try:
                 return QueueKey("const", str(int(text, 0)))
             except ValueError:
                 return UNKNOWN
         if node.type == "call_expression":
-            callee = cparse.node_text(source, node.child_by_field_name("function"))
+            callee = self.model.text(node.child_by_field_name("function"))
             if callee in _XMIT_INDEX_CALLS:
                 return QueueKey("xmit")
             return QueueKey("derived", f"{callee}()")
         if node.type == "field_expression":
-            field = cparse.node_text(source, node.child_by_field_name("field"))
+            field = self.model.text(node.child_by_field_name("field"))
             if field == "queue_mapping":
                 return QueueKey("xmit")
-            return QueueKey("field", field, self._owner(node, source))
+            return QueueKey("field", field, self._owner(node))
         if node.type == "identifier":
-            return self._through_local(cparse.node_text(source, node), depth, self.index)
+            return self._through_local(self.model.text(node), depth, self.index)
         return UNKNOWN
 
-    def txq(self, node: tree_sitter.Node, source: bytes, depth: int = 0) -> QueueKey:
+    def txq(self, node: tree_sitter.Node, depth: int = 0) -> QueueKey:
         """The key of a `struct netdev_queue *` expression."""
         node = _strip(node)
         if node.type == "call_expression":
-            callee = cparse.node_text(source, node.child_by_field_name("function"))
+            callee = self.model.text(node.child_by_field_name("function"))
             args = [a for a in node.child_by_field_name("arguments").named_children
                     if a.type != "comment"]
             if callee in _TXQ_LOOKUPS and len(args) == 2:
-                return self.index(args[1], source, depth)
+                return self.index(args[1], depth)
             if callee in _XMIT_TXQ_CALLS:
                 return QueueKey("xmit")
             return UNKNOWN
         if node.type == "field_expression":
             # a txq pointer kept in a per-queue struct: per-queue, its index not visible here
-            owner = self._owner(node, source)
-            field = cparse.node_text(source, node.child_by_field_name("field"))
+            owner = self._owner(node)
+            field = self.model.text(node.child_by_field_name("field"))
             return QueueKey("derived", f"{owner}.{field}" if owner else field)
         if node.type == "identifier":
-            return self._through_local(cparse.node_text(source, node), depth, self.txq)
+            return self._through_local(self.model.text(node), depth, self.txq)
         return UNKNOWN
 
     def _through_local(self, name: str, depth: int, read) -> QueueKey:
@@ -210,7 +209,7 @@ class KeyReader:
         values = self.values.get(name)
         if not values or depth >= 4:
             return UNKNOWN
-        keys = {read(value, self.model.source, depth + 1) for value in values}
+        keys = {read(value, depth + 1) for value in values}
         return keys.pop() if len(keys) == 1 else UNKNOWN
 
     @cached_property
@@ -221,10 +220,10 @@ class KeyReader:
                 found.setdefault(self.model.text(match["local"][0]), []).append(match["value"][0])
         return found
 
-    def _owner(self, node: tree_sitter.Node, source: bytes) -> str:
+    def _owner(self, node: tree_sitter.Node) -> str:
         """The access path owning a field: `tx_ring->queue_index`, `struct igb_ring *tx_ring` -> igb_ring."""
         base = self.model.canonical(self.function,
-                                    cparse.node_text(source, node.child_by_field_name("argument")))
+                                    self.model.text(node.child_by_field_name("argument")))
         return base if base[:1].isalpha() or base[:1] == "_" else ""
 
 
