@@ -97,6 +97,25 @@ def test_each_patch_becomes_a_commit_with_the_mails_author_date_and_trailers(rep
     assert list(private_tmp.iterdir()) == []
 
 
+def test_renames_modes_symlinks_binaries_and_emptied_directories_give_gits_own_trees(repo, tmp_path):
+    base = git(repo, "rev-parse", "master")
+    series, tips = make_series(repo, base, [
+        ({"dir/other.c": None, "moved/deep/other.c": b"int x;\n"}, "move other.c, emptying dir/"),
+        ({"run.sh": ("100755", b"#!/bin/sh\necho hi\n"), "latest": ("120000", b"moved/deep/other.c")},
+         "add a script and a symlink"),
+        ({"blob.bin": bytes(range(256)) * 4, "file.txt": None, "file.txt/now-a-dir": b"d\n"},
+         "binary, and a file that becomes a directory"),
+        ({"run.sh": ("100644", b"#!/bin/sh\necho hi\n"), "blob.bin": bytes(range(255, -1, -1)) * 4},
+         "mode change and binary change"),
+    ], tmp_path / "mails")
+    assert "rename from dir/other.c" in series.patches[0].diff and "GIT binary patch" in series.patches[2].diff
+    result = apply_series(series, repo)
+    assert result.failed is None
+    assert [git(repo, "rev-parse", p.commit + "^{tree}") for p in result.applied] == \
+           [git(repo, "rev-parse", tip + "^{tree}") for tip in tips]
+    assert "dir" not in git(repo, "ls-tree", "--name-only", result.applied[0].commit).split()
+
+
 def test_signoff_goes_last_and_collected_trailers_go_above_an_existing_applier_signoff(repo, tmp_path):
     base = git(repo, "rev-parse", "master")
     series, _ = make_series(repo, base, [

@@ -8,7 +8,7 @@ of the same series (the classic "add a symlink, then write through it" attack).
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Iterable
 
 from patchbench.errors import BadInput
 from patchbench.tree.diffscan import FileDiff
@@ -43,20 +43,23 @@ def paths_to_query(patches: Iterable[list[FileDiff]]) -> set[str]:
     return wanted
 
 
-def check_series_paths(patches: list[tuple[int, list[FileDiff]]],
-                       base_symlinks: Callable[[set[str]], set[str]]) -> None:
-    """Raise BadInput naming the patch and path when any path of the series is unsafe.
-
-    `patches` is (index, files) in application order; `base_symlinks(paths)` returns those of
-    `paths` that are symlinks in the base tree.
-    """
+def check_lexical(patches: list[tuple[int, list[FileDiff]]]) -> None:
+    """Raise BadInput naming the patch and path when a path leaves the tree or goes through .git/."""
     for index, files in patches:
         for diff in files:
             for path in diff.paths():
                 problem = _lexical_problem(path)
                 if problem:
                     raise BadInput(f"patch {index}: refusing {path!r}: the path {problem}; nothing was written")
-    links = base_symlinks(paths_to_query(files for _, files in patches))
+
+
+def check_symlinks(patches: list[tuple[int, list[FileDiff]]], base_links: set[str]) -> None:
+    """Raise BadInput when a path would be written through a symlink of the base or of an earlier patch.
+
+    `patches` is (index, files) in application order; `base_links` the symlinks of the base tree
+    among `paths_to_query(...)`.
+    """
+    links = set(base_links)
     for index, files in patches:
         for diff in files:
             for path in diff.paths():

@@ -30,9 +30,10 @@ def git(repo: Path, *args: str, input: bytes | None = None, env: dict | None = N
                           env=full_env).stdout.decode().strip()
 
 
-def commit_files(repo: Path, parent: str | None, changes: dict[str, bytes | None], message: str,
+def commit_files(repo: Path, parent: str | None, changes: dict[str, bytes | tuple[str, bytes] | None], message: str,
                  date: str = "2024-03-01T10:00:00+01:00", ref: str | None = None) -> str:
-    """A commit on `parent` with files replaced (None = deleted), made without any checkout."""
+    """A commit on `parent` with files replaced (None = deleted, (mode, bytes) for 100755 or a
+    120000 symlink), made without any checkout."""
     index = repo / ".git" / f"scratch-index-{os.getpid()}" if (repo / ".git").is_dir() else repo / "scratch-index"
     env = {"GIT_INDEX_FILE": str(index), "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
     try:
@@ -41,8 +42,9 @@ def commit_files(repo: Path, parent: str | None, changes: dict[str, bytes | None
             if content is None:
                 git(repo, "update-index", "--force-remove", "--", path, env=env)
             else:
-                blob = git(repo, "hash-object", "-w", "--stdin", input=content)
-                git(repo, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
+                mode, data = content if isinstance(content, tuple) else ("100644", content)
+                blob = git(repo, "hash-object", "-w", "--stdin", input=data)
+                git(repo, "update-index", "--add", "--cacheinfo", f"{mode},{blob},{path}", env=env)
         tree = git(repo, "write-tree", env=env)
         commit = git(repo, "commit-tree", tree, *(["-p", parent] if parent else []), "-m", message, env=env)
     finally:
