@@ -18,8 +18,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
-from patchbench.checks import flow, summaries
+from patchbench.checks import engine, flow, summaries
+from patchbench.checks.finding import Finding
 from patchbench.checks.model import CallSite, FileModel, Function
 from patchbench.checks.rules.queue_context import TEARDOWN_NAME, Sides
 from patchbench.checks.rules.queue_sites import SELF_CHECKING_STOPS, QueueSite, QueueSites, collect
@@ -94,6 +96,15 @@ class _QueueFacts(flow.Transfer):
         # even where the two functions reach the queue through differently typed variables
         key = self.model.canonical(self.model.functions.get(call.function), call.args[0])
         return key.rsplit(".", 1)[-1]
+
+
+def findings(rule_id: str, model: FileModel) -> Iterator[Finding]:
+    """The findings of one of the two queue rules."""
+    module = engine.rule(rule_id)
+    for verdict in analyse(model):
+        if verdict.rule == rule_id:
+            yield engine.finding(module, model, verdict.site.line, verdict.site.function.name,
+                                 verdict.message, verdict.severity)
 
 
 def analyse(model: FileModel) -> list[Verdict]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from patchbench.checks import engine
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel
 from patchbench.checks.rules import queue_flow
@@ -18,8 +17,4 @@ MESSAGE = "a tx queue stop with no wake of the same queue on the path that frees
 
 
 def check(model: FileModel) -> Iterable[Finding]:
-    module = engine.rule(ID)
-    for verdict in queue_flow.analyse(model):
-        if verdict.rule == ID:
-            yield engine.finding(module, model, verdict.site.line, verdict.site.function.name,
-                                 verdict.message, verdict.severity)
+    return queue_flow.findings(ID, model)
