@@ -71,6 +71,9 @@ def test_trailer_blocks():
     message = "Subject line\n\nSome text: with a colon.\n\nReviewed-by: A <a@x>\n[note]\nSigned-off-by: B\n <b@x>\n"
     assert message_trailers(message) == ["Reviewed-by: A <a@x>", "Signed-off-by: B <b@x>"]
     assert message_trailers("Just prose.\nNot: a trailer block because\nof this line\n") == []
+    assert message_trailers("x\n\nNote: said in passing\n") == []   # no well-known trailer kind
+    picked = "x\n\nSigned-off-by: A <a@x>\n(cherry picked from commit 0123abcd)\nSigned-off-by: B <b@x>\n"
+    assert message_trailers(picked) == ["Signed-off-by: A <a@x>", "Signed-off-by: B <b@x>"]
     reply = "> Reviewed-by: Q <q@x>\nReviewed-by: R <r@x>\nTested-by: Other <o@x>\n-- \nAcked-by: R <r@x>\n"
     assert reply_trailers(reply, "r@x") == ["Reviewed-by: R <r@x>"]
 

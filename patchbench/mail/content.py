@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 _TRAILER = re.compile(r"^([A-Za-z][A-Za-z0-9-]*[A-Za-z0-9]):[ \t]+(\S.*?)\s*$")
+_WELL_KNOWN_KEY = re.compile(r"^([a-z0-9-]+-by|fixes|link|closes|cc|change-id|bug|buglink):", re.IGNORECASE)
 _REPLY_TRAILER_KEY = re.compile(r"^([a-z0-9-]+-by|fixes|closes|link)$", re.IGNORECASE)
 _EMAIL = re.compile(r"<[^<>@\s]+@[^<>\s]+>")
 _INBODY_HEADER = re.compile(r"^(From|Subject|Date):\s*(.*)$", re.IGNORECASE)
@@ -59,6 +60,9 @@ def _inbody_headers(lines: list[str]) -> tuple[InBody, int]:
     if position < len(lines) and _FORWARDED_FROM.match(lines[position]):
         position += 1
     found: dict[str, str] = {}
+    if position < len(lines) and lines[position].startswith("[PATCH"):
+        found["subject"] = lines[position].strip()  # git takes a leading "[PATCH] ..." line as the subject
+        position += 1
     while position < len(lines):
         header = _INBODY_HEADER.match(lines[position].rstrip("\n"))
         if not header:
@@ -111,24 +115,25 @@ def _diff_body_follows(lines: list[str], start: int) -> bool:
 def message_trailers(message: str) -> list[str]:
     """Trailers of a commit message: its last paragraph, when that paragraph is made of trailers.
 
-    Lines in `[...]` or starting with `#` are annotations and skipped; other lines continue the trailer
-    above them (a wrapped Signed-off-by is joined).
+    Lines in `[...]`, starting with `#`, or other odd lines such as "(cherry picked from ...)" are
+    annotations and skipped; an indented line, or one holding just the `<address>`, continues the
+    trailer above it (a wrapped Signed-off-by is joined). Prose is not a trailer block: at least
+    half of the lines must be trailers, one of them a well-known kind.
     """
     paragraphs = [p for p in re.split(r"\n[ \t]*\n", message.strip("\n")) if p.strip()]
     if not paragraphs:
         return []
+    lines = paragraphs[-1].splitlines()
     trailers: list[str] = []
-    for line in paragraphs[-1].splitlines():
+    for line in lines:
         stripped = line.strip()
         match = _TRAILER.match(line)
         if match and not line[:1].isspace():
             trailers.append(f"{match.group(1)}: {match.group(2)}")
-        elif stripped.startswith(("[", "#")) or not stripped:
-            continue
-        elif trailers:
+        elif trailers and (line[:1].isspace() or stripped.startswith("<")) and not stripped.startswith("["):
             trailers[-1] = f"{trailers[-1]} {stripped}"
-        else:
-            return []  # prose, not a trailer block
+    if len(trailers) * 2 < len(lines) or not any(_WELL_KNOWN_KEY.match(t) for t in trailers):
+        return []
     return trailers
 
 
