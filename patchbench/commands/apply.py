@@ -7,30 +7,43 @@ index, work tree, branches and stash are left as they were. `git log <ref>` show
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
 
-from patchbench.series import load_series
+from patchbench.series import Series, load_series
 from patchbench.tree import ApplyResult, apply_series
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("apply", help="apply the selected series to a git tree without touching its checkout")
-    parser.add_argument("source", metavar="SOURCE", help='mbox, maildir, message, directory of *.patch, .gz, or "-"')
-    parser.add_argument("--tree", metavar="DIR", default=".", help="the kernel git repository (default: .)")
-    parser.add_argument("--base", metavar="REV", help="apply onto REV instead of the series' base-commit:")
-    parser.add_argument("--version", type=int, metavar="N", help="pick version N of the series instead of the newest")
+    parser = subparsers.add_parser("apply", help="apply the selected series to a git tree without touching its checkout",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_apply_arguments(parser)
     parser.add_argument("--signoff", action="store_true", help="add your Signed-off-by, as git am --signoff does")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(func=run)
 
 
-def run(args) -> int:
+def add_apply_arguments(parser) -> None:
+    """SOURCE, --tree, --base and --version: every command that applies a series takes these."""
+    parser.add_argument("source", metavar="SOURCE", help='mbox, maildir, message, directory of *.patch, .gz, or "-"')
+    parser.add_argument("--tree", metavar="DIR", default=".", help="the kernel git repository (default: .)")
+    parser.add_argument("--base", metavar="REV", help="apply onto REV instead of the series' base-commit:")
+    parser.add_argument("--version", type=int, metavar="N", help="pick version N of the series instead of the newest")
+
+
+def apply_from_args(args, signoff: bool = False) -> tuple[Series, ApplyResult]:
+    """Load and apply the series `add_apply_arguments` describes; warnings go to stderr."""
     series = load_series(args.source, args.version)
-    result = apply_series(series, Path(args.tree), args.base, signoff=args.signoff)
+    result = apply_series(series, Path(args.tree), args.base, signoff=signoff)
     for warning in result.warnings:
         print(f"patchbench: warning: {warning}", file=sys.stderr)
+    return series, result
+
+
+def run(args) -> int:
+    series, result = apply_from_args(args, signoff=args.signoff)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:

@@ -15,8 +15,9 @@ import git as gitpython
 
 from patchbench.errors import BadInput
 
-# Kept from the caller's environment: tracing and the test suite's config isolation.
-_KEPT_GIT_VARS = ("GIT_TRACE", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM")
+# Kept from the caller's environment: tracing, config isolation, and who the committer is.
+_KEPT_GIT_VARS = ("GIT_TRACE", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
+                  "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL")
 
 
 class GitFailed(Exception):

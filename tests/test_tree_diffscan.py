@@ -1,0 +1,44 @@
+"""What the apply stage reads from diff headers: the paths it checks for safety and names in failures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchbench.tree import apply_series
+from patchbench.tree.diffscan import scan
+from tests.support.git_series import commit_files, format_patch, git, series_from_mails
+
+
+def test_quoted_names_renames_and_hunks():
+    diff = ('diff --git "a/caf\\303\\251 \\"x\\".c" "b/caf\\303\\251 \\"x\\".c"\n'
+            "index 1234567..89abcde 100644\n"
+            '--- "a/caf\\303\\251 \\"x\\".c"\n+++ "b/caf\\303\\251 \\"x\\".c"\n'
+            "@@ -10,2 +10,2 @@ int f(void)\n-a\n+b\n c\n"
+            "diff --git a/has space/old.c b/has space/new.c\nsimilarity index 90%\n"
+            "rename from has space/old.c\nrename to has space/new.c\n")
+    first, second = scan(diff)
+    assert first.paths() == ['café "x".c'] and first.old_blob == "1234567"
+    assert [(h.header, h.old_start) for h in first.hunks] == [("@@ -10,2 +10,2 @@", 10)]
+    assert (second.old_path, second.new_path) == ("has space/old.c", "has space/new.c")
+
+
+def test_traditional_diff_strips_one_component_and_dev_null_means_created():
+    files = scan("--- /dev/null\n+++ b/new/file.c\n@@ -0,0 +1 @@\n+x\n"
+                 "--- a/old.c\t2024-01-01 00:00:00\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n")
+    assert [(f.old_path, f.new_path) for f in files] == [(None, "new/file.c"), ("old.c", None)]
+
+
+def test_hunk_lines_that_look_like_headers_are_content(tmp_path: Path):
+    """A removed line "-- a/.git/config" shows as "--- a/.git/config": content, not a path to refuse."""
+    repo = tmp_path / "repo"
+    git(tmp_path, "init", "-q", "-b", "master", str(repo))
+    lines = "".join(f"{n}\n" for n in range(10))
+    base = commit_files(repo, None, {"notes.txt": f"-- a/.git/config\n+++ b/../../etc/passwd\n{lines}".encode()},
+                        "base", ref="refs/heads/master")
+    tip = commit_files(repo, base, {"notes.txt": lines.encode()}, "drop the odd lines")
+    series = series_from_mails(format_patch(repo, base, tip, tmp_path / "mails"))
+    assert "\n--- a/.git/config\n-+++ b/../../etc/passwd\n" in series.patches[0].diff
+    assert [f.paths() for f in scan(series.patches[0].diff)] == [["notes.txt"]]
+    result = apply_series(series, repo)
+    assert result.failed is None
+    assert git(repo, "rev-parse", result.head + "^{tree}") == git(repo, "rev-parse", tip + "^{tree}")
