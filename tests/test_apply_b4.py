@@ -63,3 +63,14 @@ def test_b4_series_onto_a_base_without_its_files_fails_on_the_first_patch(b4_rep
     assert result["failed"]["file"] == "file2.txt"
     assert "file2.txt" in result["failed"]["reason"]
     assert git(b4_repo, "for-each-ref", "refs/patchbench/") == ""
+
+
+def test_text_output_says_which_base_and_why_and_lists_each_commit(b4_repo, corpus):
+    proc = _cli("apply", str(corpus / "b4" / "samples" / "shazam-git1-just-series.mbox"), "--tree", str(b4_repo))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    master = git(b4_repo, "rev-parse", "master")
+    assert lines[0] == f"base {master} (base-commit: from the series)"
+    head = git(b4_repo, "for-each-ref", "--format=%(objectname)", "refs/patchbench/")
+    assert lines[4].startswith(f"[4/4] {head[:12]} Minor typo changes imitation")
+    assert lines[5].startswith("applied series: refs/patchbench/20221025-test1-v1-0-e4f28f57990c@linuxfoundation.org/")

@@ -240,6 +240,15 @@ def test_three_way_merge_when_the_preimage_blob_is_known(repo, tmp_path):
     assert plain.failed.index == 1 and plain.failed.file == "file.txt" and plain.failed.hunk == "@@ -9,7 +9,7 @@"
 
 
+def test_an_incomplete_series_is_applied_with_a_warning(repo, tmp_path):
+    master = git(repo, "rev-parse", "master")
+    series, _ = make_series(repo, master, [({"file.txt": text({6: "six"})}, "six")], tmp_path / "mails")
+    series.total, series.missing = 3, [2, 3]
+    result = apply_series(series, repo)
+    assert result.failed is None and len(result.applied) == 1
+    assert result.warnings == ["the series is incomplete: 2/3, 3/3 missing; applying the patches that are there"]
+
+
 def test_a_patch_without_a_diff_is_reported_not_committed(repo):
     result = apply_series(hand_series(""), repo)
     assert result.applied == [] and result.failed.index == 1 and "no diff" in result.failed.reason

@@ -138,6 +138,9 @@ def apply_series(series: Series, repo: Path, base: str | None = None, *, signoff
     missing = missing_prerequisites(git, choice.commit, series.prerequisite_patch_ids)
     warnings = choice.warnings + [f"prerequisite-patch-id: {pid} is not in the history of the base"
                                   for pid in missing]
+    if series.missing:
+        absent = ", ".join(f"{n}/{series.total}" for n in series.missing)
+        warnings.append(f"the series is incomplete: {absent} missing; applying the patches that are there")
     result = ApplyResult(repo=Path(repo), base=choice.commit, base_reason=choice.reason, applied=[],
                          failed=None, head=choice.commit, warnings=warnings, missing_prerequisites=missing)
     committer = _committer(git)
