@@ -54,6 +54,8 @@ class Series:
     prerequisite_patch_ids: list[str] = field(default_factory=list)
     change_id: str | None = None
     other_versions: list[int] = field(default_factory=list)
+    prerequisite_change_ids: list[str] = field(default_factory=list)   # b4's "<change-id>:v<N>"
+    prerequisite_message_ids: list[str] = field(default_factory=list)
     title: str = ""                # cover subject, else the first patch's subject
     other_series: list[str] = field(default_factory=list)   # titles of unrelated series in the source
 
@@ -223,6 +225,8 @@ def _build(posting: Posting, topic: list[Posting], mailbox: _Mailbox) -> Series:
         base_commit=base.base_commit,
         prerequisite_patch_ids=base.prerequisite_patch_ids,
         change_id=base.change_id,
+        prerequisite_change_ids=base.prerequisite_change_ids,
+        prerequisite_message_ids=base.prerequisite_message_ids,
         title=head.title,
     )
 

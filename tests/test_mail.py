@@ -111,3 +111,13 @@ def test_mangled_mail_gives_result_or_bad_input(tmp_path, data):
         assert str(error)
     else:
         assert series.patches and all(p.diff for p in series.patches)
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw=st.binary(max_size=3000))
+def test_any_bytes_decode_without_exception(raw):
+    """Arbitrary bytes as one message and as an mbox: decoding always yields text, never raises."""
+    mail = decode_mail(raw)
+    assert isinstance(mail.text, str) and isinstance(mail.subject, str)
+    for message in split_mbox(raw.splitlines(keepends=True)):
+        assert isinstance(decode_mail(message).text, str)

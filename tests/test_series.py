@@ -46,6 +46,8 @@ def _assert_netdev_v2(series) -> None:
     assert series.base_commit == "4efe9b7f0a1bd0c8e3b6a4c2d1e0f9a8b7c6d5e4"
     assert series.prerequisite_patch_ids == ["0123456789abcdef0123456789abcdef01234567"]
     assert series.change_id == "20250303-ringbuf-tidy-0a1b2c3d4e5f"
+    assert series.prerequisite_change_ids == ["20250201-ringbuf-base-9f8e7d6c5b4a:v3"]
+    assert series.prerequisite_message_ids == ["20250201-ringbuf-base-v3-0@example.org"]
 
 
 def test_newest_version_with_collected_trailers():

@@ -59,6 +59,8 @@ def series_json(series: Series) -> dict:
         "base_commit": series.base_commit,
         "prerequisite_patch_ids": series.prerequisite_patch_ids,
         "change_id": series.change_id,
+        "prerequisite_change_ids": series.prerequisite_change_ids,
+        "prerequisite_message_ids": series.prerequisite_message_ids,
         "other_versions": series.other_versions,
         "other_series": series.other_series,
     }
@@ -82,8 +84,9 @@ def summary(series: Series) -> str:
         lines.append(f"  base: {series.base_commit}")
     if series.change_id:
         lines.append(f"  change-id: {series.change_id}")
-    for prerequisite in series.prerequisite_patch_ids:
-        lines.append(f"  prerequisite-patch-id: {prerequisite}")
+    for kind, values in (("patch-id", series.prerequisite_patch_ids), ("change-id", series.prerequisite_change_ids),
+                         ("message-id", series.prerequisite_message_ids)):
+        lines.extend(f"  prerequisite-{kind}: {value}" for value in values)
     if series.other_series:
         lines.append(f"  also in this source ({len(series.other_series)} other series, not shown):")
         lines.extend(f"    {title}" for title in series.other_series[:5])

@@ -19,6 +19,8 @@ _GIT_EXTENDED = re.compile(
 _BASE_COMMIT = re.compile(r"^base-commit:\s*([0-9a-f]{7,64})\s*$", re.MULTILINE)
 _PREREQ_PATCH = re.compile(r"^prerequisite-patch-id:\s*([0-9a-f]{7,64})\s*$", re.MULTILINE)
 _CHANGE_ID = re.compile(r"^change-id:\s*(\S+)\s*$", re.MULTILINE)
+_PREREQ_CHANGE = re.compile(r"^prerequisite-change-id:\s*(\S+)\s*$", re.MULTILINE)
+_PREREQ_MESSAGE = re.compile(r"^prerequisite-message-id:\s*<?([^<>\s]+)>?\s*$", re.MULTILINE)
 
 
 @dataclass(slots=True)
@@ -177,17 +179,20 @@ class BaseInfo:
     base_commit: str | None = None
     prerequisite_patch_ids: list[str] = field(default_factory=list)
     change_id: str | None = None
+    prerequisite_change_ids: list[str] = field(default_factory=list)     # b4: "<change-id>:v<N>"
+    prerequisite_message_ids: list[str] = field(default_factory=list)
 
 
 def base_info(texts: list[str]) -> BaseInfo:
-    """base-commit / prerequisite-patch-id / change-id lines, first seen wins (cover letter first)."""
+    """base-commit / change-id (first seen wins, cover letter first) and prerequisite-* lines (all)."""
     info = BaseInfo()
     for text in texts:
         if info.base_commit is None and (match := _BASE_COMMIT.search(text)):
             info.base_commit = match.group(1)
         if info.change_id is None and (match := _CHANGE_ID.search(text)):
             info.change_id = match.group(1)
-        for prereq in _PREREQ_PATCH.findall(text):
-            if prereq not in info.prerequisite_patch_ids:
-                info.prerequisite_patch_ids.append(prereq)
+        for pattern, found in ((_PREREQ_PATCH, info.prerequisite_patch_ids),
+                               (_PREREQ_CHANGE, info.prerequisite_change_ids),
+                               (_PREREQ_MESSAGE, info.prerequisite_message_ids)):
+            found.extend(value for value in pattern.findall(text) if value not in found)
     return info
