@@ -22,11 +22,16 @@ class Identity:
 
 
 def parse_identity(text: str) -> Identity:
-    """"Name <mail>" as a mail's From gives it; a bare address stands for the name too (as git am does)."""
-    name, email = parseaddr(text)
-    if not email:
-        match = re.match(r"^(.*?)\s*<([^>]*)>", text)
-        name, email = (match[1], match[2]) if match else (text, text)
+    """"Name <mail>" as a From line gives it (an unquoted comma stays in the name, as git am keeps it);
+    a bare address stands for the name too."""
+    match = re.match(r"^\s*(.*?)\s*<([^<>]*)>\s*$", text)
+    if match:
+        name, email = match[1], match[2]
+        if len(name) >= 2 and name[0] == name[-1] == '"':
+            name = name[1:-1].replace('\\"', '"')
+    else:
+        name, email = parseaddr(text)
+        email = email or text.strip()
     return Identity(name=(name or email).strip(), email=email.strip())
 
 
