@@ -9,109 +9,8 @@ import pytest
 
 from patchbench.cli import main
 from tests.support.git_series import commit_files, format_patch, git
-
-TUN, TAP = "drivers/net/tun.c", "drivers/net/tap.c"
-
-TUN_HELPER = """static void *tun_ring_consume(struct tun_file *tfile)
-{
-	struct ptr_ring *ring = &tfile->tx_ring;
-	void *ptr;
-
-	spin_lock(&ring->consumer_lock);
-	ptr = __ptr_ring_consume(ring);
-	spin_unlock(&ring->consumer_lock);
-
-	return ptr;
-}
-
-"""
-# Drops the lock on one path and consumes anyway.
-TUN_HELPER_UNLOCKED_PATH = """static void *tun_ring_consume(struct tun_file *tfile)
-{
-	struct ptr_ring *ring = &tfile->tx_ring;
-	void *ptr;
-
-	spin_lock(&ring->consumer_lock);
-	if (unlikely(need_resched()))
-		spin_unlock(&ring->consumer_lock);
-	ptr = __ptr_ring_consume(ring);
-	spin_unlock(&ring->consumer_lock);
-
-	return ptr;
-}
-
-"""
-TAP_HELPER = """static void *tap_ring_consume(struct tap_queue *q)
-{
-	struct ptr_ring *ring = &q->ring;
-	void *ptr;
-
-	spin_lock(&ring->consumer_lock);
-	ptr = __ptr_ring_consume(ring);
-	spin_unlock(&ring->consumer_lock);
-
-	return ptr;
-}
-
-"""
-TAP_HELPER_NO_LOCK = """static void *tap_ring_consume(struct tap_queue *q)
-{
-	return __ptr_ring_consume(&q->ring);
-}
-
-"""
-# Patch 3 of the seeds' design: wake the subqueue when the consume made room, under RCU.
-TUN_WAKE = ("\tptr = __ptr_ring_consume(ring);\n\tspin_unlock(&ring->consumer_lock);\n",
-            """	ptr = __ptr_ring_consume(ring);
-	if (unlikely(ptr && __ptr_ring_consume_created_space(ring, 1))) {
-		struct net_device *dev;
-
-		rcu_read_lock();
-		dev = rcu_dereference(tfile->tun)->dev;
-		netif_wake_subqueue(dev, tfile->queue_index);
-		rcu_read_unlock();
-	}
-	spin_unlock(&ring->consumer_lock);
-""")
-TAP_FIX = ("\treturn __ptr_ring_consume(&q->ring);\n",
-           "\tvoid *ptr;\n\n\tspin_lock(&q->ring.consumer_lock);\n\tptr = __ptr_ring_consume(&q->ring);\n"
-           "\tspin_unlock(&q->ring.consumer_lock);\n\treturn ptr;\n")
-
-
-def tun_patch(helper: str):
-    return (TUN, "tun: add tun_ring_consume() and use it in tun_ring_recv()", [
-        ("static void *tun_ring_recv(struct tun_file *tfile, int noblock, int *err)\n",
-         helper + "static void *tun_ring_recv(struct tun_file *tfile, int noblock, int *err)\n"),
-        ("\tptr = ptr_ring_consume(&tfile->tx_ring);\n\tif (ptr)\n\t\tgoto out;",
-         "\tptr = tun_ring_consume(tfile);\n\tif (ptr)\n\t\tgoto out;"),
-        ("\t\tptr = ptr_ring_consume(&tfile->tx_ring);\n\t\tif (ptr)\n\t\t\tbreak;",
-         "\t\tptr = tun_ring_consume(tfile);\n\t\tif (ptr)\n\t\t\tbreak;"),
-    ])
-
-
-def tap_patch(helper: str):
-    return (TAP, "tap: add tap_ring_consume() and use it in tap_do_read()", [
-        ("static ssize_t tap_do_read(struct tap_queue *q,\n", helper + "static ssize_t tap_do_read(struct tap_queue *q,\n"),
-        ("\t\tskb = ptr_ring_consume(&q->ring);\n", "\t\tskb = tap_ring_consume(q);\n"),
-    ])
-
-
-WAKE_PATCH = (TUN, "tun: wake the subqueue when consuming made room", [TUN_WAKE])
-TAP_FIX_PATCH = (TAP, "tap: take the consumer lock in tap_ring_consume()", [TAP_FIX])
-
-
-def make_series(repo: Path, base: str, patches, out: Path) -> Path:
-    parent = base
-    for n, (path, subject, edits) in enumerate(patches, 1):
-        content = git(repo, "show", f"{parent}:{path}") + "\n"
-        for old, new in edits:
-            assert content.count(old) == 1, f"{old!r} is not unique in {path}"
-            content = content.replace(old, new)
-        parent = commit_files(repo, parent, {path: content.encode()},
-                              f"{subject}\n\nWhy {n}.\n\nSigned-off-by: Ada Series <ada@example.org>",
-                              date=f"2024-03-0{n}T09:30:00-05:00")
-    format_patch(repo, base, parent, out)
-    return out
+from tests.support.ring_series import (TAP, TAP_FIX_PATCH, TAP_HELPER, TAP_HELPER_NO_LOCK, TUN_HELPER,
+                                       TUN_HELPER_UNLOCKED_PATH, WAKE_PATCH, make_series, tap_patch, tun_patch)
 
 
 def check_json(capsys, series: Path, repo: Path, *extra: str) -> tuple[int, dict]:
@@ -126,22 +25,29 @@ def kernel_clone(kernel_tree: Path, tmp_path_factory) -> tuple[Path, str]:
     return repo, git(repo, "rev-parse", "v6.1-debian")
 
 
-@pytest.mark.kernel
-def test_seed_series_done_right_has_no_findings(kernel_clone, tmp_path, capsys):
+@pytest.fixture
+def check_kernel_series(kernel_clone, tmp_path, capsys):
+    """Mail the patches on 6.1 and `patchbench check` them: (exit code, JSON report, mail directory)."""
     repo, base = kernel_clone
-    series = make_series(repo, base, [tun_patch(TUN_HELPER), tap_patch(TAP_HELPER), WAKE_PATCH], tmp_path / "ok")
-    code, report = check_json(capsys, series, repo)
+
+    def check(*patches) -> tuple[int, dict, Path]:
+        series = make_series(repo, base, list(patches), tmp_path / "series")
+        code, report = check_json(capsys, series, repo)
+        return code, report, series
+    return check
+
+
+@pytest.mark.kernel
+def test_seed_series_done_right_has_no_findings(check_kernel_series, kernel_clone):
+    code, report, _ = check_kernel_series(tun_patch(TUN_HELPER), tap_patch(TAP_HELPER), WAKE_PATCH)
     assert report["findings"] == []
     assert [p["new_findings"] for p in report["patches"]] == [0, 0, 0]
-    assert report["base"] == base and code == 0
+    assert report["base"] == kernel_clone[1] and code == 0
 
 
 @pytest.mark.kernel
-def test_consume_without_the_lock_is_reported_on_its_patch(kernel_clone, tmp_path, capsys):
-    repo, base = kernel_clone
-    series = make_series(repo, base, [tun_patch(TUN_HELPER), tap_patch(TAP_HELPER_NO_LOCK), WAKE_PATCH],
-                         tmp_path / "nolock")
-    code, report = check_json(capsys, series, repo)
+def test_consume_without_the_lock_is_reported_on_its_patch(check_kernel_series):
+    code, report, _ = check_kernel_series(tun_patch(TUN_HELPER), tap_patch(TAP_HELPER_NO_LOCK), WAKE_PATCH)
     assert code == 1
     assert [(f["rule"], f["file"], f["function"], f["patch"]) for f in report["findings"]] == [
         ("ptr-ring-consume-unlocked", TAP, "tap_ring_consume", 2)]
@@ -149,11 +55,8 @@ def test_consume_without_the_lock_is_reported_on_its_patch(kernel_clone, tmp_pat
 
 
 @pytest.mark.kernel
-def test_unlock_before_consume_on_one_path_is_reported_on_patch_1(kernel_clone, tmp_path, capsys):
-    repo, base = kernel_clone
-    series = make_series(repo, base, [tun_patch(TUN_HELPER_UNLOCKED_PATH), tap_patch(TAP_HELPER), WAKE_PATCH],
-                         tmp_path / "onepath")
-    code, report = check_json(capsys, series, repo)
+def test_unlock_before_consume_on_one_path_is_reported_on_patch_1(check_kernel_series):
+    code, report, _ = check_kernel_series(tun_patch(TUN_HELPER_UNLOCKED_PATH), tap_patch(TAP_HELPER), WAKE_PATCH)
     assert code == 1
     # patch 3 adds __ptr_ring_consume_created_space() after that consume: unlocked on the same path
     assert [(f["rule"], f["function"], f["patch"], f["message"].split("(")[0]) for f in report["findings"]] == [
@@ -163,14 +66,11 @@ def test_unlock_before_consume_on_one_path_is_reported_on_patch_1(kernel_clone, 
 
 
 @pytest.mark.kernel
-def test_bug_repaired_by_a_later_patch_still_counts_against_its_patch(kernel_clone, tmp_path, capsys):
-    repo, base = kernel_clone
-    series = make_series(repo, base, [tun_patch(TUN_HELPER), tap_patch(TAP_HELPER_NO_LOCK), TAP_FIX_PATCH],
-                         tmp_path / "repaired")
-    code, report = check_json(capsys, series, repo)
+def test_bug_repaired_by_a_later_patch_still_counts_against_its_patch(check_kernel_series, kernel_clone, capsys):
+    code, report, series = check_kernel_series(tun_patch(TUN_HELPER), tap_patch(TAP_HELPER_NO_LOCK), TAP_FIX_PATCH)
     assert code == 1
     assert [(f["function"], f["patch"]) for f in report["findings"]] == [("tap_ring_consume", 2)]
-    main(["check", str(series), "--tree", str(repo), "--format", "terse"])
+    main(["check", str(series), "--tree", str(kernel_clone[0]), "--format", "terse"])
     terse = capsys.readouterr().out.splitlines()
     assert len(terse) == 1 and terse[0].startswith(f"{TAP}:")
     assert terse[0].endswith("ptr-ring-consume-unlocked: __ptr_ring_consume(q->ring) without "

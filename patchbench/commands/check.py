@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from patchbench.checks.patches import check_applied
-from patchbench.report.findings import FORMATS, PatchLine, render
+from patchbench.report.findings import FORMATS, render_check
 from patchbench.series import load_series
 from patchbench.tree import apply_series
 
@@ -31,8 +31,5 @@ def run(args) -> int:
     for warning in result.warnings:
         print(f"patchbench: warning: {warning}", file=sys.stderr)
     checked = check_applied(result)
-    subjects = {p.index: p.subject for p in result.applied}
-    patches = [PatchLine(p.index, p.commit, subjects.get(p.index, "")) for p in checked.patches]
-    failed = result.to_json()["failed"]
-    print(render(checked.findings, args.format, patches=patches, base=result.base, failed=failed))
-    return 1 if checked.findings or failed else 0
+    print(render_check(result, checked, args.format))
+    return 1 if checked.findings or result.failed else 0

@@ -2,6 +2,7 @@
 
 `render(findings, fmt, patches=...)`: with `patches` (a series check) text groups the findings
 by patch and json has the DESIGN.md `check` shape; without, the `lint` shape.
+`render_check(applied, checked, fmt)` is that report straight from the tree and checks stages.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ import json
 from dataclasses import asdict, dataclass
 
 from patchbench.checks.finding import Finding
+from patchbench.checks.patches import SeriesCheck
 from patchbench.report import sarif
+from patchbench.tree import ApplyResult
 
 FORMATS = ("text", "terse", "json", "sarif")
 
@@ -79,3 +82,10 @@ def render(findings: list[Finding], fmt: str, *, patches: list[PatchLine] | None
     if fmt == "sarif":
         return json.dumps(sarif.to_sarif(findings), indent=2)
     return _text(findings, patches, failed)
+
+
+def render_check(applied: ApplyResult, checked: SeriesCheck, fmt: str) -> str:
+    """The report of `patchbench check`: each applied patch with its new findings, or where it stopped."""
+    subjects = {p.index: p.subject for p in applied.applied}
+    patches = [PatchLine(p.index, p.commit, subjects.get(p.index, "")) for p in checked.patches]
+    return render(checked.findings, fmt, patches=patches, base=applied.base, failed=applied.to_json()["failed"])

@@ -1,0 +1,121 @@
+"""The seeds' tun/tap_ring_consume() series, re-created on the 6.1 tree, right and broken.
+
+Each patch is (path, subject, [(old, new), ...]); `make_series` commits them with git plumbing on a
+base (no checkout) and mails them with `git format-patch` into a directory that `patchbench check`
+reads. Used by tests/test_checks_series.py and bench/check_series.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support.git_series import commit_files, format_patch, git
+
+TUN, TAP = "drivers/net/tun.c", "drivers/net/tap.c"
+
+TUN_HELPER = """static void *tun_ring_consume(struct tun_file *tfile)
+{
+	struct ptr_ring *ring = &tfile->tx_ring;
+	void *ptr;
+
+	spin_lock(&ring->consumer_lock);
+	ptr = __ptr_ring_consume(ring);
+	spin_unlock(&ring->consumer_lock);
+
+	return ptr;
+}
+
+"""
+# Drops the lock on one path and consumes anyway.
+TUN_HELPER_UNLOCKED_PATH = """static void *tun_ring_consume(struct tun_file *tfile)
+{
+	struct ptr_ring *ring = &tfile->tx_ring;
+	void *ptr;
+
+	spin_lock(&ring->consumer_lock);
+	if (unlikely(need_resched()))
+		spin_unlock(&ring->consumer_lock);
+	ptr = __ptr_ring_consume(ring);
+	spin_unlock(&ring->consumer_lock);
+
+	return ptr;
+}
+
+"""
+TAP_HELPER = """static void *tap_ring_consume(struct tap_queue *q)
+{
+	struct ptr_ring *ring = &q->ring;
+	void *ptr;
+
+	spin_lock(&ring->consumer_lock);
+	ptr = __ptr_ring_consume(ring);
+	spin_unlock(&ring->consumer_lock);
+
+	return ptr;
+}
+
+"""
+TAP_HELPER_NO_LOCK = """static void *tap_ring_consume(struct tap_queue *q)
+{
+	return __ptr_ring_consume(&q->ring);
+}
+
+"""
+# Patch 3 of the seeds' design: wake the subqueue when the consume made room, under RCU.
+TUN_WAKE = ("\tptr = __ptr_ring_consume(ring);\n\tspin_unlock(&ring->consumer_lock);\n",
+            """	ptr = __ptr_ring_consume(ring);
+	if (unlikely(ptr && __ptr_ring_consume_created_space(ring, 1))) {
+		struct net_device *dev;
+
+		rcu_read_lock();
+		dev = rcu_dereference(tfile->tun)->dev;
+		netif_wake_subqueue(dev, tfile->queue_index);
+		rcu_read_unlock();
+	}
+	spin_unlock(&ring->consumer_lock);
+""")
+TAP_FIX = ("\treturn __ptr_ring_consume(&q->ring);\n",
+           "\tvoid *ptr;\n\n\tspin_lock(&q->ring.consumer_lock);\n\tptr = __ptr_ring_consume(&q->ring);\n"
+           "\tspin_unlock(&q->ring.consumer_lock);\n\treturn ptr;\n")
+
+
+def tun_patch(helper: str):
+    return (TUN, "tun: add tun_ring_consume() and use it in tun_ring_recv()", [
+        ("static void *tun_ring_recv(struct tun_file *tfile, int noblock, int *err)\n",
+         helper + "static void *tun_ring_recv(struct tun_file *tfile, int noblock, int *err)\n"),
+        ("\tptr = ptr_ring_consume(&tfile->tx_ring);\n\tif (ptr)\n\t\tgoto out;",
+         "\tptr = tun_ring_consume(tfile);\n\tif (ptr)\n\t\tgoto out;"),
+        ("\t\tptr = ptr_ring_consume(&tfile->tx_ring);\n\t\tif (ptr)\n\t\t\tbreak;",
+         "\t\tptr = tun_ring_consume(tfile);\n\t\tif (ptr)\n\t\t\tbreak;"),
+    ])
+
+
+def tap_patch(helper: str):
+    return (TAP, "tap: add tap_ring_consume() and use it in tap_do_read()", [
+        ("static ssize_t tap_do_read(struct tap_queue *q,\n", helper + "static ssize_t tap_do_read(struct tap_queue *q,\n"),
+        ("\t\tskb = ptr_ring_consume(&q->ring);\n", "\t\tskb = tap_ring_consume(q);\n"),
+    ])
+
+
+WAKE_PATCH = (TUN, "tun: wake the subqueue when consuming made room", [TUN_WAKE])
+TAP_FIX_PATCH = (TAP, "tap: take the consumer lock in tap_ring_consume()", [TAP_FIX])
+
+
+def commit_series(repo: Path, base: str, patches) -> str:
+    """One commit per patch on base; the tip."""
+    parent = base
+    for n, (path, subject, edits) in enumerate(patches, 1):
+        content = git(repo, "show", f"{parent}:{path}") + "\n"
+        for old, new in edits:
+            assert content.count(old) == 1, f"{old!r} is not unique in {path}"
+            content = content.replace(old, new)
+        parent = commit_files(repo, parent, {path: content.encode()},
+                              f"{subject}\n\nWhy {n}.\n\nSigned-off-by: Ada Series <ada@example.org>",
+                              date=f"2024-03-0{n}T09:30:00-05:00")
+    return parent
+
+
+def make_series(repo: Path, base: str, patches, out: Path) -> Path:
+    """The patches mailed by `git format-patch` (with a cover letter) into the directory out."""
+    format_patch(repo, base, commit_series(repo, base, patches), out)
+    return out
