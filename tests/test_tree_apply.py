@@ -321,6 +321,22 @@ def test_users_head_index_worktree_branches_and_stash_are_untouched(repo, tmp_pa
     assert (repo / "file.txt").read_bytes() == text({1: "unstaged"})
 
 
+@pytest.mark.parametrize("layout", ["linked worktree", "bare clone"])
+def test_linked_worktrees_and_bare_repositories_work_too(repo, tmp_path, layout):
+    master = git(repo, "rev-parse", "master")
+    series, tips = make_series(repo, master, [({"file.txt": text({8: "eight"})}, "eight")], tmp_path / "mails")
+    target = tmp_path / "target"
+    if layout == "bare clone":
+        git(tmp_path, "clone", "-q", "--bare", str(repo), str(target))
+    else:
+        git(repo, "worktree", "add", "-q", "-b", "wt", str(target), master)
+        (target / "file.txt").write_text("dirty\n")
+    before = RepoState.of(target)
+    result = apply_series(series, target)
+    assert git(target, "rev-parse", result.ref + "^{tree}") == git(repo, "rev-parse", tips[0] + "^{tree}")
+    assert RepoState.of(target) == before
+
+
 def test_two_runs_at_once_do_not_interfere(repo, tmp_path):
     master = git(repo, "rev-parse", "master")
     one, one_tips = make_series(repo, master, [({"file.txt": text({n: f"one {n}"})}, f"one {n}") for n in (1, 2, 3)],
