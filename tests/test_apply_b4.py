@@ -11,11 +11,14 @@ import pytest
 
 from tests.support.git_series import RepoState, git
 
-# (mbox, expected log, --signoff, git log format b4's test used for that oracle)
+# (mbox, expected log, extra options, git log format b4's test used for that oracle)
 CASES = [
-    ("shazam-git1-just-series.mbox", "shazam-git1-just-series-defaults.verify", False, "%ae%n%ce%n%s%n%b---"),
-    ("trailers-thread-with-followups.mbox", "trailers-thread-with-followups.verify", True, "%ae%n%s%n%b---"),
-    ("trailers-thread-with-cover-followup.mbox", "trailers-thread-with-cover-followup.verify", True,
+    ("shazam-git1-just-series.mbox", "shazam-git1-just-series-defaults.verify", [], "%ae%n%ce%n%s%n%b---"),
+    ("shazam-git1-just-series.mbox", "shazam-git1-just-series-addlink.verify", ["--add-link"], "%ae%n%ce%n%s%n%b---"),
+    # The patches already carry that Link: it must not be doubled.
+    ("shazam-git1-with-link.mbox", "shazam-git1-just-series-addlink.verify", ["--add-link"], "%ae%n%ce%n%s%n%b---"),
+    ("trailers-thread-with-followups.mbox", "trailers-thread-with-followups.verify", ["--signoff"], "%ae%n%s%n%b---"),
+    ("trailers-thread-with-cover-followup.mbox", "trailers-thread-with-cover-followup.verify", ["--signoff"],
      "%ae%n%s%n%b---"),
 ]
 
@@ -34,11 +37,11 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           cwd=Path(__file__).resolve().parents[1])
 
 
-@pytest.mark.parametrize("mbox,verify,signoff,log_format", CASES)
-def test_b4_series_applies_exactly_as_b4_expects(b4_repo, corpus, mbox, verify, signoff, log_format):
+@pytest.mark.parametrize("mbox,verify,options,log_format", CASES)
+def test_b4_series_applies_exactly_as_b4_expects(b4_repo, corpus, mbox, verify, options, log_format):
     samples = corpus / "b4" / "samples"
     before = RepoState.of(b4_repo)
-    proc = _cli("apply", str(samples / mbox), "--tree", str(b4_repo), "--json", *(["--signoff"] if signoff else []))
+    proc = _cli("apply", str(samples / mbox), "--tree", str(b4_repo), "--json", *options)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     # The series names its base-commit: the bundle's master, which HEAD also is.

@@ -21,6 +21,8 @@ def add_parser(subparsers) -> None:
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_apply_arguments(parser)
     parser.add_argument("--signoff", action="store_true", help="add your Signed-off-by, as git am --signoff does")
+    parser.add_argument("--add-link", action="store_true",
+                        help="add Link: https://patch.msgid.link/<message-id> to each commit, as b4 am -l does")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(func=run)
 
@@ -33,17 +35,17 @@ def add_apply_arguments(parser) -> None:
     parser.add_argument("--version", type=int, metavar="N", help="pick version N of the series instead of the newest")
 
 
-def apply_from_args(args, signoff: bool = False) -> tuple[Series, ApplyResult]:
+def apply_from_args(args, signoff: bool = False, add_link: bool = False) -> tuple[Series, ApplyResult]:
     """Load and apply the series `add_apply_arguments` describes; warnings go to stderr."""
     series = load_series(args.source, args.version)
-    result = apply_series(series, Path(args.tree), args.base, signoff=signoff)
+    result = apply_series(series, Path(args.tree), args.base, signoff=signoff, add_link=add_link)
     for warning in result.warnings:
         print(f"patchbench: warning: {warning}", file=sys.stderr)
     return series, result
 
 
 def run(args) -> int:
-    series, result = apply_from_args(args, signoff=args.signoff)
+    series, result = apply_from_args(args, signoff=args.signoff, add_link=args.add_link)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:

@@ -33,6 +33,7 @@ from patchbench.tree.safety import SYMLINK_MODE, check_lexical, check_symlinks, 
 from patchbench.tree.sparse import SparseIndex, named_entries
 
 REF_PREFIX = "refs/patchbench/"
+LINK_PREFIX = "https://patch.msgid.link/"     # what `b4 am -l` links to
 _PATCH_FAILED = re.compile(r"^error: patch failed: (.+):(\d+)$", re.M)
 _FILE_ERROR = re.compile(r"^error: (.+?): (?:patch does not apply|does not exist in index|already exists in "
                          r"index|does not match index|wrong type|has type \S+, expected \S+)", re.M)
@@ -122,7 +123,8 @@ def _update_ref(git: Git, ref: str, commit: str) -> None:
     raise GitFailed(["update-ref", ref, commit], 1, stderr)
 
 
-def apply_series(series: Series, repo: Path, base: str | None = None, *, signoff: bool = False) -> ApplyResult:
+def apply_series(series: Series, repo: Path, base: str | None = None, *, signoff: bool = False,
+                 add_link: bool = False) -> ApplyResult:
     """Apply `series` onto its base in `repo`, one commit per patch; see the module doc for isolation.
 
     Raises BadInput for a bad --base, a repository that is not one, or an unsafe path in any patch
@@ -160,7 +162,9 @@ def apply_series(series: Series, repo: Path, base: str | None = None, *, signoff
             if failure:
                 result.failed = failure
                 break
-            commit = _commit(private, patch, index_file.write_tree(), result.head, committer, applier, scratch)
+            links = (f"Link: {LINK_PREFIX}{patch.message_id}",) if add_link and patch.message_id else ()
+            message = commit_message(patch, applier, links)
+            commit = _commit(private, patch, index_file.write_tree(), result.head, committer, message, scratch)
             result.ref = result.ref or series_ref(series, choice.commit)
             _update_ref(git, result.ref, commit)
             result.applied.append(AppliedPatch(index=index, commit=commit, parent=result.head, subject=patch.subject,
@@ -172,8 +176,7 @@ def apply_series(series: Series, repo: Path, base: str | None = None, *, signoff
     return result
 
 
-def _commit(git: Git, patch: Patch, tree: str, parent: str, committer: Identity, applier: Identity | None,
-            scratch: Path) -> str:
-    message = scratch / "message"
-    message.write_text(commit_message(patch, applier), encoding="utf-8", errors="surrogateescape")
-    return git.out("commit-tree", tree, "-p", parent, "-F", str(message), env=identity_env(patch, committer))
+def _commit(git: Git, patch: Patch, tree: str, parent: str, committer: Identity, message: str, scratch: Path) -> str:
+    message_file = scratch / "message"
+    message_file.write_text(message, encoding="utf-8", errors="surrogateescape")
+    return git.out("commit-tree", tree, "-p", parent, "-F", str(message_file), env=identity_env(patch, committer))

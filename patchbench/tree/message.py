@@ -68,8 +68,9 @@ def _is_trailer_block(lines: list[str]) -> bool:
         _TRAILER.match(line) or line[:1] in (" ", "\t") for line in lines)
 
 
-def commit_message(patch: Patch, applier: Identity | None = None) -> str:
-    """Subject, body, and the trailers collected for the patch that its body does not carry yet.
+def commit_message(patch: Patch, applier: Identity | None = None, extra_trailers: tuple[str, ...] = ()) -> str:
+    """Subject, body, and the trailers collected for the patch (then `extra_trailers`) that its body
+    does not carry yet.
 
     New trailers go at the end of the body's trailer block, but above the applier's own
     Signed-off-by when that already closes it; with `applier`, a Signed-off-by is added as
@@ -83,7 +84,7 @@ def commit_message(patch: Patch, applier: Identity | None = None) -> str:
         start = len(lines)
     block = lines[start:]
     have = {_normalised(line) for line in block}
-    new = [t.strip() for t in patch.trailers if _normalised(t) not in have]
+    new = [t.strip() for t in [*patch.trailers, *extra_trailers] if _normalised(t) not in have]
     new = list(dict.fromkeys(new))
     own_signoff = f"Signed-off-by: {applier}" if applier else None
     if own_signoff and block and _normalised(block[-1]) == _normalised(own_signoff):
