@@ -43,11 +43,12 @@ class Item:
 
     @property
     def is_patch(self) -> bool:
-        return self.has_diff and not self.subject.is_reply
+        return self.has_diff and not self.subject.is_reply and self.subject.index != 0
 
     @property
     def is_cover(self) -> bool:
-        return not self.has_diff and not self.subject.is_reply and self.subject.index == 0
+        # a 0/N is the cover letter even with a diff in it: `format-patch --interdiff` puts one there
+        return not self.subject.is_reply and self.subject.index == 0
 
     @property
     def index(self) -> int:

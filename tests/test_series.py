@@ -204,7 +204,7 @@ def _edit(message: bytes, **headers: str | None) -> bytes:
 
 
 def _by_id(msgid: str) -> bytes:
-    return next(m for m in _messages() if f"<{msgid}>".encode() in m.split(b"\n\n")[0])
+    return next(m for m in _messages() if f"\nMessage-Id: <{msgid}>".encode() in m.split(b"\n\n")[0])
 
 
 def test_reroll_sent_part_by_part_in_reply_to_older_parts(tmp_path):
@@ -264,3 +264,11 @@ def test_other_series_in_the_source_are_named(tmp_path):
     assert series.version == 2 and series.other_series == ["otherdrv: fix the thing 0"]
     result = _cli(str(source))
     assert "1 other series" in result.stdout.decode() and "otherdrv: fix the thing 0" in result.stdout.decode()
+
+
+def test_cover_letter_with_an_interdiff_is_still_the_cover(tmp_path):
+    interdiff = (b"\nInterdiff against v1:\ndiff --git a/drivers/net/ringbuf.c b/drivers/net/ringbuf.c\n"
+                 b"--- a/drivers/net/ringbuf.c\n+++ b/drivers/net/ringbuf.c\n@@ -10,2 +10,2 @@\n {\n-\tx;\n+\ty;\n")
+    messages = [m + interdiff if b"\nMessage-Id: <v2-0@example.org>" in m.split(b"\n\n")[0] else m
+                for m in _messages()]
+    _assert_netdev_v2(load_series(str(_write_mbox(tmp_path / "interdiff.mbox", messages))))
