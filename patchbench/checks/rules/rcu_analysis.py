@@ -84,6 +84,7 @@ class Analysis:
     model: FileModel
     infos: dict[str, FunctionInfo]
     known_locks: frozenset
+    mutexes: frozenset
     sites: list[Site] = field(default_factory=list)
 
 
@@ -203,15 +204,14 @@ def _function_info(model: FileModel, function: Function, helpers: set[str],
     owned: set = set()
     owned_locks: set = set()
     relevant = opens = False
+    reader_calls: list[tuple[int, str, int]] = []
     seen: set[str] = set()
     sections_from = function.node.end_byte
     for call in function.calls:
         section = P.SECTIONS.get(call.name)
         if call.name in P.EXPLICIT_SECTIONS or call.name == "guard(rcu)":
-            owned |= P.OWNS[P.SECTIONS.get(call.name, ("rcu", 1))[0]]
-            if call.start < sections_from:
-                sections_from = call.start
-                opens = P.SECTIONS.get(call.name, ("", 1))[1] > 0
+            family, delta = P.SECTIONS.get(call.name, ("rcu", 1))
+            reader_calls.append((call.start, family, delta))
         elif section and section[0] in ("rtnl", "srcu") and section[0] not in seen:
             seen.add(section[0])
             if section[1] >= 0:   # first dropped (rtnl_unlock(); request_module(); rtnl_lock();)
@@ -221,6 +221,16 @@ def _function_info(model: FileModel, function: Function, helpers: set[str],
             owned_locks.add(model.canonical(function, call.args[0]))
         if need_of(call, helpers) is not None or call.name == P.ACCESS:
             relevant = True
+    for family in {family for _, family, _ in reader_calls}:
+        calls = sorted(c for c in reader_calls if c[1] == family)
+        opened = sum(delta > 0 for _, _, delta in calls)
+        # First dropped, then retaken as often (rcu_read_unlock(); mutex_lock(); ...; rcu_read_lock();):
+        # the caller's section, not this function's. Fewer retakes: a deleted rcu_read_lock().
+        if calls[0][2] < 0 and opened >= len(calls) - opened:
+            continue
+        owned |= P.OWNS[family]
+        if calls[0][0] < sections_from:
+            sections_from, opens = calls[0][0], calls[0][2] > 0
     pointers = _pointer_locals(model, function)
     candidates = _candidates(model, function, pointers)
     augmented = function
@@ -246,14 +256,29 @@ def need_of(call: CallSite, helpers: set[str]) -> P.Need | None:
     return None
 
 
+def update_side_held(state: frozenset, info: FunctionInfo, at: int, mutexes: frozenset) -> bool:
+    """RTNL or a mutex known held: the sleeping configuration lock that writers take, which
+    keeps the object alive past the read-side section (iwlwifi's mvm->mutex) and satisfies
+    callees documented as needing a section (nftables' commit_mutex). A spinlock does not
+    count: the seeds' consumer_lock has nothing to do with tun's lifetime."""
+    for fact in state:
+        if fact[0] == "r" and fact[1] == "rtnl" and fact[3] != "assumed":
+            return True
+        if fact[0] == "lock" and fact[2] != "assumed" and info.holds(fact, at) and \
+                (fact[1] in mutexes or "mutex" in fact[1]):
+            return True
+    return False
+
+
 # -- the transfer ------------------------------------------------------------------------------
 
 class RcuTransfer(flow.Transfer):
     correlate_branches = True
 
-    def __init__(self, model: FileModel, infos: dict[str, FunctionInfo]):
+    def __init__(self, model: FileModel, infos: dict[str, FunctionInfo], mutexes: frozenset):
         self.model = model
         self.infos = infos
+        self.mutexes = mutexes
         # In-file functions that take or drop the caller's section (`__acquires(RCU)`).
         self.section_effects = {name: 1 if ("__acquires", "RCU") in info.function.annotations else -1
                                 for name, info in infos.items()
@@ -354,7 +379,9 @@ class RcuTransfer(flow.Transfer):
         readers = {f for f in state if f[0] == "r" and f[1] in P.KEEPS_ALIVE | {"srcu"}
                    and info.holds(f, value.start_byte)}
         from_outside = any(f[3] != "own" and f[1] != "srcu" for f in readers)
-        if not {f[1] for f in readers} & P.READ_SECTIONS or from_outside or target in info.referenced:
+        if not {f[1] for f in readers} & P.READ_SECTIONS or from_outside or \
+                target in info.referenced or \
+                update_side_held(state, info, value.start_byte, self.mutexes):
             return state
         _, primitive, call = origin
         arguments = call.child_by_field_name("arguments")
@@ -488,14 +515,21 @@ def _analyse(model: FileModel) -> Analysis:
     known_locks = frozenset(key for info in infos.values() for key in info.owned_locks)
     universe = _universe(known_locks)
     wanted = _with_callers(model, {n for n, i in infos.items() if i.relevant})
-    transfer = RcuTransfer(model, infos)
+    mutexes = frozenset(model.canonical(info.function, call.args[0])
+                        for info in infos.values() for call in info.function.calls
+                        if call.name.startswith("mutex_lock") and call.args)
+    transfer = RcuTransfer(model, infos, mutexes)
     static_ways = {name: _ways_in(model, functions[name]) for name in wanted}
     entries = {name: infos[name].precondition | universe for name in wanted}
     results: dict[str, flow.FlowResult] = {}
+    walked: dict[str, tuple] = {}     # name -> (entry, referenced) its current result was walked from
     for _ in range(ROUNDS):
         referenced = {name: set(infos[name].referenced) for name in wanted}
         for name in wanted:
-            results[name] = flow.walk(infos[name].function, transfer, entries[name])
+            key = (entries[name], frozenset(infos[name].referenced))
+            if walked.get(name) != key:   # a walk depends only on its entry and referenced locals
+                results[name] = flow.walk(infos[name].function, transfer, entries[name])
+                walked[name] = key
         new_entries = {}
         for name in wanted:
             contributions = [universe if way is None else way for way in static_ways[name]]
@@ -508,7 +542,7 @@ def _analyse(model: FileModel) -> Analysis:
         if new_entries == entries and all(referenced[n] == infos[n].referenced for n in wanted):
             break
         entries = new_entries
-    analysis = Analysis(model, infos, known_locks)
+    analysis = Analysis(model, infos, known_locks, mutexes)
     for name in wanted:
         info = infos[name]
         if not info.relevant:
@@ -575,7 +609,9 @@ def verdict(analysis: Analysis, site: Site, state: frozenset) -> str:
     info = site.function
     families, locks = effective(state, info, site.call.start)
     rtnl_known = any(f[:2] == ("r", "rtnl") and f[3] != "assumed" for f in state)
-    if need is P.HELPER_NEED and not rtnl_known:
+    if need is P.HELPER_NEED:
+        if update_side_held(state, info, site.call.start, analysis.mutexes):
+            return "ok"
         families.discard("rtnl")   # RTNL stands in for a section only when known to be held
     if families & need.strict:
         return "ok"
