@@ -140,7 +140,6 @@ def _add(posting: Posting, item: Item) -> None:
         posting.cover = item
     else:
         posting.patches[item.index] = item
-        posting.total = max(posting.total, item.total) if item.subject.index else posting.total
 
 
 def _threaded_posting(item: Item) -> tuple[Posting | None, Posting | None]:
@@ -164,13 +163,9 @@ def _threaded_posting(item: Item) -> tuple[Posting | None, Posting | None]:
 
 def _version_of(item: Item, posting: Posting | None) -> int:
     # `[PATCH n/N]` patches under a `[PATCH v3 0/N]` cover belong to v3 (a common slip)
-    if posting is not None and item.subject.version == 1 and "v1" not in _lower_words(item):
+    if posting is not None and not item.subject.version_given:
         return posting.version
     return item.subject.version
-
-
-def _lower_words(item: Item) -> set[str]:
-    return {word.lower() for word in item.mail.subject.replace("[", " ").replace("]", " ").split()}
 
 
 def _sibling_posting(item: Item, related: Posting, postings: list[Posting]) -> Posting | None:

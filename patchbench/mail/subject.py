@@ -17,6 +17,7 @@ class Subject:
     title: str                       # the subject with every prefix removed
     prefix: str = ""                 # e.g. "PATCH net-next" (no version, no counters)
     version: int = 1
+    version_given: bool = False      # the subject says which version (v1 when it does not)
     index: int | None = None         # n of n/N; None when the subject has no counter
     total: int | None = None
     tree: str | None = None          # first non-keyword word of the patch prefix: net, net-next, ...
@@ -76,10 +77,10 @@ def _read_prefix_words(words: list[str], result: Subject) -> None:
     for word in words:
         keyword, version, count = _KEYWORD.match(word), _VERSION.match(word), _COUNTER.match(word)
         if keyword and keyword.group(2):
-            result.version = int(keyword.group(2))
+            result.version, result.version_given = int(keyword.group(2)), True
             word = word[: keyword.start(2) - 1].rstrip("-_") if word[keyword.start(2) - 1] in "vV" else word
         if version:
-            result.version = int(version.group(1))
+            result.version, result.version_given = int(version.group(1)), True
         elif count:
             result.index, result.total = int(count.group(1)), int(count.group(2))
         elif counter is None or not (word.isdigit() or word.lower() == "of"):
