@@ -10,6 +10,7 @@ A rule is a module in patchbench/checks/rules/ (found automatically) that define
 and keeps its tree-sitter queries in queries/<ID>.scm (load with `cparse.rule_query(ID)`).
 `finding(...)` below builds a Finding for it. Findings on a line carrying, or below a comment
 block carrying, `/* patchbench: allow(<rule>) <reason> */` are dropped here, not in the rules.
+A rule that raises is reported on stderr as a warning and the other rules' findings still stand.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+import sys
 from functools import lru_cache
 from types import ModuleType
 
@@ -59,7 +61,11 @@ def check_model(model: FileModel, rule_ids: set[str] | None = None) -> list[Find
     found: list[Finding] = []
     for module in rules():
         if rule_ids is None or module.ID in rule_ids:
-            found.extend(module.check(model))
+            try:
+                found.extend(module.check(model))
+            except Exception as exc:  # one rule's bug must not stop the others or the run
+                print(f"patchbench: warning: rule {module.ID} failed on {model.path}: "
+                      f"{type(exc).__name__}: {exc}", file=sys.stderr)
     lines = model.source.split(b"\n")
     kept = {(f.rule, f.line, f.function, f.message): f for f in found
             if not suppressed(lines, f.line, f.rule)}

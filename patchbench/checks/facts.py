@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import os
+import signal
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable, Iterable, TypeVar
 
 from patchbench.checks import cparse, engine
 from patchbench.checks.finding import Finding
+
+Task = TypeVar("Task")
+TASKS_PER_WORKER = 400   # recycle workers now and then: tree-sitter memory goes back to the OS
 
 
 def blob_id(source: bytes) -> str:
@@ -59,3 +65,36 @@ def findings_for(path: str, source: bytes, use_cache: bool = True) -> list[Findi
     except OSError:
         pass   # a read-only cache only costs time
     return found
+
+
+def _worker_start() -> None:
+    # The pool stops its workers with SIGTERM: die quietly, not through the CLI's handler.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def parallel(work: Callable[[Task], list[Finding]], tasks: Iterable[Task], jobs: int) -> list[list[Finding]]:
+    """work(task) for every task on `jobs` worker processes (in order); in-process for one job or task.
+
+    Workers return findings only, so each holds one file's tree at a time."""
+    tasks = list(tasks)
+    if jobs <= 1 or len(tasks) <= 1:
+        return [work(task) for task in tasks]
+    pool = multiprocessing.get_context("fork").Pool(min(jobs, len(tasks)), _worker_start,
+                                                     maxtasksperchild=TASKS_PER_WORKER)
+    try:
+        results = pool.map(work, tasks, chunksize=max(1, min(8, len(tasks) // (4 * jobs))))
+        pool.close()
+    finally:
+        pool.terminate()
+        pool.join()
+    return results
+
+
+def _findings_of(item: tuple[str, bytes]) -> list[Finding]:
+    return findings_for(*item)
+
+
+def findings_of_many(items: list[tuple[str, bytes]], jobs: int) -> list[list[Finding]]:
+    """findings_for(path, source) of each item, on up to `jobs` processes."""
+    return parallel(_findings_of, items, jobs)

@@ -25,6 +25,7 @@ import bisect
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, Callable
 
 import tree_sitter
 
@@ -189,6 +190,16 @@ class FileModel:
 
     def _register(self, name: str, kind: str) -> None:
         self.registrations.setdefault(name, set()).add(kind)
+
+    def memo(self, key: str, compute: Callable[[], Any]) -> Any:
+        """compute() once per file for everything that asks with the same key (rules sharing a walk)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    @cached_property
+    def _memo(self) -> dict[str, Any]:
+        return {}
 
     @cached_property
     def address_taken(self) -> set[str]:

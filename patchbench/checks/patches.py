@@ -10,6 +10,7 @@ repaired by patch 3 is still reported against patch 2.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,30 +78,38 @@ def git_dir_of(repo: Path) -> Path:
     return Path(proc.stdout.strip())
 
 
-def file_findings(blobs: BlobReader, rev: str, path: str) -> list[Finding]:
-    source = blobs.read(rev, path)
-    return [] if source is None else facts.findings_for(path, source)
-
-
 def new_findings(before: list[Finding], after: list[Finding]) -> list[Finding]:
     """Findings of `after` whose identity no finding of `before` has."""
     known = {f.identity() for f in before}
     return [f for f in after if f.identity() not in known]
 
 
-def check_applied(result: ApplyResult) -> SeriesCheck:
-    """New findings of each applied patch of `result` (patches after a failed one are absent)."""
-    checked = []
+def _analyse(blobs: BlobReader, versions: list[tuple[str, str]], jobs: int) -> dict[tuple[str, str], list[Finding]]:
+    """Findings of each (rev, path) version; an absent file has none."""
+    sources = {version: blobs.read(*version) for version in dict.fromkeys(versions)}
+    present = [version for version, source in sources.items() if source is not None]
+    results = facts.findings_of_many([(path, sources[(rev, path)]) for rev, path in present], jobs)
+    found = {version: [] for version in sources}
+    found.update(zip(present, results))
+    return found
+
+
+def check_applied(result: ApplyResult, jobs: int = os.cpu_count() or 1) -> SeriesCheck:
+    """New findings of each applied patch of `result` (patches after a failed one are absent).
+
+    Each patch's version of its files is analysed first, all at once on `jobs` processes; the
+    parents' versions only where the patch's version has findings at all."""
+    touched = [(patch, sorted({p for p in patch.files if p.endswith(C_SUFFIXES)})) for patch in result.applied]
     with BlobReader(git_dir_of(result.repo)) as blobs:
-        for patch in result.applied:
-            files = sorted({p for p in patch.files if p.endswith(C_SUFFIXES)})
-            check = PatchCheck(patch.index, patch.commit, files)
-            for path in files:
-                after = file_findings(blobs, patch.commit, path)
-                if after:
-                    before = file_findings(blobs, patch.parent, path)
-                    for finding in new_findings(before, after):
-                        finding.patch = patch.index
-                        check.new.append(finding)
-            checked.append(check)
+        after = _analyse(blobs, [(patch.commit, path) for patch, files in touched for path in files], jobs)
+        before = _analyse(blobs, [(patch.parent, path) for patch, files in touched for path in files
+                                  if after[(patch.commit, path)]], jobs)
+    checked = []
+    for patch, files in touched:
+        check = PatchCheck(patch.index, patch.commit, files)
+        for path in files:
+            for finding in new_findings(before.get((patch.parent, path), []), after[(patch.commit, path)]):
+                finding.patch = patch.index
+                check.new.append(finding)
+        checked.append(check)
     return SeriesCheck(result.base, checked)

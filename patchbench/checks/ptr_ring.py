@@ -59,10 +59,7 @@ def check_side(model: FileModel, rule: ModuleType, side: str) -> list[Finding]:
     if not calls:
         return []
     lock_name = f"{side}_lock"
-    results = summaries.solve(
-        model, {c.function for c in calls} | locks.lock_functions(model), lambda s: locks.LockTransfer(model, s),
-        precondition=lambda f: _precondition(model, f, lock_name),
-        inherit=lambda facts: frozenset(f for f in facts if f[0] == "held"))
+    results = model.memo("ptr_ring.locks", lambda: _held_locks(model))
     findings = []
     for call in calls:
         function = model.functions[call.function]
@@ -78,10 +75,20 @@ def check_side(model: FileModel, rule: ModuleType, side: str) -> list[Finding]:
     return findings
 
 
-def _precondition(model: FileModel, function: Function, lock_name: str) -> frozenset:
+def _held_locks(model: FileModel) -> dict[str, summaries.Summary]:
+    """Locks held in every function that calls a primitive, callers' included: one walk for both sides."""
+    primitives = set().union(*PRIMITIVES.values(), RESIZE_SENSITIVE)
+    users = {name for name, f in model.functions.items() if any(c.name in primitives for c in f.calls)}
+    return summaries.solve(
+        model, users | locks.lock_functions(model), lambda s: locks.LockTransfer(model, s),
+        precondition=lambda f: _precondition(model, f),
+        inherit=lambda facts: frozenset(f for f in facts if f[0] == "held"))
+
+
+def _precondition(model: FileModel, function: Function) -> frozenset:
     keys = set(locks.annotated_keys(model, function, "__must_hold", "__releases"))
-    if _CALLER_HOLDS.search(function.comment) and lock_name in function.comment:
-        keys.add(f"*.{lock_name}")
+    if _CALLER_HOLDS.search(function.comment):
+        keys |= {f"*.{side}_lock" for side in PRIMITIVES if f"{side}_lock" in function.comment}
     return frozenset({("held", k) for k in keys} | {("caller", k) for k in keys})
 
 

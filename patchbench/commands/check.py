@@ -31,5 +31,7 @@ def run(args) -> int:
     for warning in result.warnings:
         print(f"patchbench: warning: {warning}", file=sys.stderr)
     checked = check_applied(result)
-    print(render_check(result, checked, args.format))
+    output = render_check(result, checked, args.format)
+    if output:
+        print(output)
     return 1 if checked.findings or result.failed else 0

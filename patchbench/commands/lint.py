@@ -7,9 +7,7 @@ so a worker's memory is one file's tree at a time. Findings are cached by git bl
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import signal
 from pathlib import Path
 
 from patchbench.checks import facts
@@ -18,7 +16,6 @@ from patchbench.errors import BadInput
 from patchbench.report.findings import FORMATS, render
 
 C_SUFFIXES = (".c", ".h")
-TASKS_PER_WORKER = 400   # recycle workers now and then: tree-sitter memory is returned to the OS
 
 
 def add_parser(subparsers) -> None:
@@ -54,26 +51,9 @@ def _lint_file(task: tuple[str, bool]) -> list[Finding]:
     return facts.findings_for(path, source, use_cache)
 
 
-def _worker_start() -> None:
-    # The pool stops its workers with SIGTERM: die quietly, not through the CLI's handler.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def lint(paths: list[str], jobs: int = 1, use_cache: bool = True) -> list[Finding]:
-    files = c_files(paths)
-    tasks = [(path, use_cache) for path in files]
-    if jobs <= 1 or len(files) <= 1:
-        results = map(_lint_file, tasks)
-        return sorted((f for found in results for f in found), key=lambda f: (f.file, f.line, f.rule))
-    pool = multiprocessing.get_context("fork").Pool(jobs, _worker_start, maxtasksperchild=TASKS_PER_WORKER)
-    try:
-        found = [f for result in pool.imap_unordered(_lint_file, tasks, chunksize=8) for f in result]
-        pool.close()
-    finally:
-        pool.terminate()
-        pool.join()
-    return sorted(found, key=lambda f: (f.file, f.line, f.rule))
+    found = facts.parallel(_lint_file, [(path, use_cache) for path in c_files(paths)], jobs)
+    return sorted((f for result in found for f in result), key=lambda f: (f.file, f.line, f.rule))
 
 
 def run(args) -> int:
