@@ -149,7 +149,7 @@ def _analyse(model: FileModel) -> list[Verdict]:
     for stop in stops:
         same = [w for w in wakes if _same_queue(stop, w, found)]
         if same:
-            lost = _lost_wakeup(stop, same, results, sides)
+            lost = _lost_wakeup(stop, same, results, facts, sides)
             if lost:
                 verdicts.append(lost)
             continue
@@ -184,7 +184,7 @@ def _reprieve(site: QueueSite, stops: list[QueueSite], found: QueueSites) -> boo
 
 
 def _lost_wakeup(stop: QueueSite, wakes: list[QueueSite], results: dict[str, summaries.Summary],
-                 sides: Sides) -> Verdict | None:
+                 facts: _QueueFacts, sides: Sides) -> Verdict | None:
     """A stop after publishing to the completer, with no re-check and no lock shared with the wake."""
     if stop.spelling in SELF_CHECKING_STOPS:
         return None
@@ -194,7 +194,7 @@ def _lost_wakeup(stop: QueueSite, wakes: list[QueueSite], results: dict[str, sum
     if not published or _rechecked(stop, result):
         return None
     held = {fact[1] for fact in result.held_at(stop.call) if fact[0] == "lock"} | {TX_LOCK}
-    if any(held & _locks_at(results, w) for w in wakes) or held & _consumer_locks(results, sides):
+    if any(held & _locks_at(results, w) for w in wakes) or held & _consumer_locks(facts, sides):
         return None
     return Verdict(STOP_UNMATCHED, stop, (
         f"{stop.spelling}() runs after {published[0]}() has handed work to the completion side, "
@@ -217,12 +217,13 @@ def _locks_at(results: dict[str, summaries.Summary], wake: QueueSite) -> set[str
     return {fact[1] for fact in summary.result.held_at(wake.call) if fact[0] == "lock"}
 
 
-def _consumer_locks(results: dict[str, summaries.Summary], sides: Sides) -> set[str]:
-    """Locks taken anywhere on the consumer side: the completion updates the ring under them
-    before any later wake decision, so a stop under the same lock cannot miss it."""
-    return {fact[1] for name, summary in results.items() if "consumer" in sides.sides[name]
-            for states in summary.result.at_call.values() for state in states
-            for fact in state if fact[0] == "lock" and fact[1] != TX_LOCK}
+def _consumer_locks(facts: _QueueFacts, sides: Sides) -> set[str]:
+    """Locks taken on the consumer side (not by its own transmitters, such as XDP_TX): the
+    completion updates the ring under them before any later wake decision, so a stop under the
+    same lock cannot miss it (usbnet: txq.lock in xmit and in the urb completion)."""
+    return {facts.lock_key(call) for function in facts.model.functions.values()
+            if "consumer" in sides.sides[function.name] and function.name not in facts.publishers
+            for call in function.calls if call.args and (_LOCK.match(call.name) or _TRYLOCK.match(call.name))}
 
 
 def _publishers(model: FileModel) -> set[str]:
