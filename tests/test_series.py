@@ -272,3 +272,15 @@ def test_cover_letter_with_an_interdiff_is_still_the_cover(tmp_path):
     messages = [m + interdiff if b"\nMessage-Id: <v2-0@example.org>" in m.split(b"\n\n")[0] else m
                 for m in _messages()]
     _assert_netdev_v2(load_series(str(_write_mbox(tmp_path / "interdiff.mbox", messages))))
+
+
+def test_cli_marks_parts_kept_from_an_older_version(tmp_path):
+    v1 = [_by_id("v1-0@example.org"), _by_id("v1-1@example.org"), _by_id("v1-2@example.org")]
+    resent = _edit(_by_id("v2-2@example.org"), in_reply_to="<v1-2@example.org>", references="<v1-2@example.org>")
+    source = _write_mbox(tmp_path / "partial-reroll.mbox", v1 + [resent])
+    series = load_series(str(source))
+    assert series.version == 2 and [(p.index, p.version) for p in series.patches] == [(1, 1), (2, 2)]
+    assert series.cover is not None and series.cover.message_id == "v1-0@example.org" and series.missing == []
+    lines = _cli(str(source)).stdout.decode().splitlines()
+    assert any("1/2" in line and "kept from v1" in line for line in lines)
+    assert not any("2/2" in line and "kept from" in line for line in lines)

@@ -76,7 +76,8 @@ def summary(series: Series) -> str:
     if series.cover:
         lines.append(f"  cover: {series.cover.subject}")
     for patch in series.patches:
-        lines.append(f"  {patch.index:>2}/{series.total} {patch.subject}  ({patch.author})")
+        carried = f"  [kept from v{patch.version}: not resent]" if patch.version != series.version else ""
+        lines.append(f"  {patch.index:>2}/{series.total} {patch.subject}  ({patch.author}){carried}")
         for trailer in patch.trailers:
             if not trailer.lower().startswith("signed-off-by"):
                 lines.append(f"        {trailer}")
