@@ -53,7 +53,8 @@ class Transfer:
     """The semantics a rule gives to calls and tests. Override what you need.
 
     With `correlate_branches = True` (frozenset states only), an `if (x)` on a condition without
-    calls (or only IS_ENABLED()-like ones) whose branches leave different states tags them with
+    calls (or only IS_ENABLED()-like ones) or side effects, whose branches leave different states,
+    tags them with
     ("branch", "x", True/False); a later `if (x)` sends each tagged state down its own branch only,
     so `if (lock) spin_lock(l); ... if (lock) spin_unlock(l);` is balanced. Assigning a variable
     named in x drops its tags.
@@ -109,6 +110,7 @@ def intersection(states: Iterable[frozenset]) -> frozenset:
 
 # Calls that are compile-time constants: conditions made of them can be correlated.
 _CONSTANT_MACROS = frozenset({"IS_ENABLED", "IS_BUILTIN", "IS_MODULE", "IS_REACHABLE"})
+_SIDE_EFFECT = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--")
 _LOOPS = ("while_statement", "for_statement", "do_statement")
 _SKIPPED = ("comment", "type_definition", "struct_specifier", "enum_specifier", "union_specifier",
             "preproc_def", "preproc_function_def", "preproc_call", "preproc_include", ";", "{", "}")
@@ -237,11 +239,10 @@ class _Walker:
         node, truth = _unwrap(condition), True
         while node.type == "unary_expression" and self.operator(node) == "!":
             node, truth = _unwrap(node.child_by_field_name("argument")), not truth
-        if node.type not in ("identifier", "field_expression", "call_expression"):
-            return None
         if any(c.name not in _CONSTANT_MACROS for c in self.function.calls_within(node)):
             return None
-        return squeeze(self.text(node)), truth
+        text = squeeze(self.text(node))
+        return None if _SIDE_EFFECT.search(text) else (text, truth)
 
     def correlated(self, node: tree_sitter.Node, states: set) -> tuple[set, set, set]:
         """(tagged true, tagged false, untagged) states for this condition."""

@@ -1,8 +1,8 @@
 """lock-imbalance: a lock taken in a function is still held at one of its returns.
 
-Accepted, not findings: a lock held at EVERY return of a function meant to return it held (a lock
-wrapper: `__acquires`, a name with "lock", a seq_file `.start`, or an in-file caller that releases
-it); a lock held only on the returns that report success (`return true`, a pointer) and not on
+Accepted, not findings: a lock held at returns of a function meant to return it held (a lock
+wrapper: `__acquires`, a name like foo_lock(), a comment "returns with ... held"; when held at
+EVERY return, also a seq_file `.start` or a function with in-file callers, which release it); a lock held only on the returns that report success (`return true`, a pointer) and not on
 those that report failure (`return false/NULL/-EINVAL`): the trylock shape; locks released here
 that the caller took; `guard()` locks, which the compiler releases.
 """
@@ -24,6 +24,8 @@ MESSAGE = "a lock taken in the function is not released on some return path"
 _WRAPPER_NAME = re.compile(r"(^|_)(try)?lock(_bh|_irq\w*|_nested|_shared|_exclusive|_all)?$"
                            r"|lock_sock$|_(acquire|get|begin|start|enter|hold)$", re.IGNORECASE)
 _WRAPPER_REGISTRATIONS = {"start", "seq_start"}
+# "Returns with the lock held", "leaves rtnl locked": the function comment says it is meant.
+_DOCUMENTED = re.compile(r"\b(returns?|exits?|leaves?|left)\b[^.]{0,60}\b(held|locked)\b", re.IGNORECASE)
 _FAILURE = re.compile(r"^(NULL|false|0|ERR_PTR\(.*\)|-E\w+|-\d+|-?\w*err\w*|ret)$")
 
 
@@ -69,7 +71,7 @@ def _check_function(model: FileModel, summary: summaries.Summary) -> list[Findin
 
 def _intended(model: FileModel, function: Function, key: str, holding, releasing) -> bool:
     acquires = locks.annotated_keys(model, function, "__acquires")
-    if key in acquires or _WRAPPER_NAME.search(function.name):
+    if key in acquires or _WRAPPER_NAME.search(function.name) or _DOCUMENTED.search(function.comment):
         return True
     if not releasing:
         return bool(model.registrations.get(function.name, set()) & _WRAPPER_REGISTRATIONS
