@@ -121,3 +121,9 @@ def test_any_bytes_decode_without_exception(raw):
     assert isinstance(mail.text, str) and isinstance(mail.subject, str)
     for message in split_mbox(raw.splitlines(keepends=True)):
         assert isinstance(decode_mail(message).text, str)
+
+
+def test_long_runs_of_spaces_are_read_in_linear_time():
+    """A mangled reply with a huge run of spaces inside a trailer must not stall the reader."""
+    value = "Bob" + " " * 200_000 + "<bob@example.com>"
+    assert reply_trailers(f"Reviewed-by: {value}   \n", "bob@example.com") == [f"Reviewed-by: {value}"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-_TRAILER = re.compile(r"^([A-Za-z][A-Za-z0-9-]*[A-Za-z0-9]):[ \t]+(\S.*?)\s*$")
+# the value ends at its last non-space (written so that long runs of spaces cost linear time)
+_TRAILER = re.compile(r"^([A-Za-z][A-Za-z0-9-]*[A-Za-z0-9]):[ \t]+(\S(?:.*\S)?)\s*$")
 _WELL_KNOWN_KEY = re.compile(r"^([a-z0-9-]+-by|fixes|link|closes|cc|change-id|bug|buglink):", re.IGNORECASE)
 _REPLY_TRAILER_KEY = re.compile(r"^([a-z0-9-]+-by|fixes|closes|link)$", re.IGNORECASE)
 _EMAIL = re.compile(r"<[^<>@\s]+@[^<>\s]+>")

@@ -10,6 +10,7 @@ _KEYWORD = re.compile(r"^(patch|rfc|resend|pull|git|git pull)(?:[-_]?v(\d+))?$",
 _VERSION = re.compile(r"^v(\d+)$", re.IGNORECASE)
 _COUNTER = re.compile(r"^(\d+)/(\d+)$")
 _TOKEN_SPLIT = re.compile(r"[\s,]+")
+_MOST_PREFIXES = 32   # real subjects have a handful; a mangled one must not cost quadratic time
 
 
 @dataclass(slots=True)
@@ -29,7 +30,7 @@ class Subject:
 def parse_subject(subject: str) -> Subject:
     rest = " ".join(subject.split())
     result = Subject(title="")
-    while True:
+    for _ in range(_MOST_PREFIXES):
         reply = _REPLY_MARK.match(rest)
         if reply:
             result.is_reply = True
