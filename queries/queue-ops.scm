@@ -6,9 +6,3 @@
 ((call_expression
    function: (identifier) @op) @call
  (#match? @op "^(netif_(tx_)?(stop|wake|start)_(queue|subqueue|all_queues)|netif_tx_disable|netif_device_(detach|attach)|__?netif_txq_(try_stop|maybe_stop|maybe_wake|completed_wake)|netif_subqueue_(try_stop|maybe_stop|completed_wake)|netif_txq_(try_stop|maybe_stop|maybe_wake|completed_wake))$"))
-
-; Values given to locals, so that `txq = netdev_get_tx_queue(dev, q->id)` and
-; `qnum = skb_get_queue_mapping(skb)` name the queue they were computed from.
-(assignment_expression left: (identifier) @local operator: "=" right: (_) @value)
-(init_declarator declarator: (identifier) @local value: (_) @value)
-(init_declarator declarator: (pointer_declarator declarator: (identifier) @local) value: (_) @value)

@@ -40,6 +40,7 @@ _UNLOCK = re.compile(r"^(spin_unlock\w*|raw_spin_unlock\w*|mutex_unlock)$")
 _TX_LOCK = re.compile(r"^(__netif_tx_lock\w*|netif_tx_lock\w*)$")
 _TX_UNLOCK = re.compile(r"^(__netif_tx_unlock\w*|netif_tx_unlock\w*)$")
 TX_LOCK = "netdev_queue._xmit_lock"
+_ANY_STOP = re.compile(rb"\bnetif_(tx_)?stop_|\bnetif_(subqueue|txq)_(try|maybe)_stop")
 _RING_PRODUCE = re.compile(r"^(__ptr_ring_produce|ptr_ring_produce\w*|skb_array_produce\w*)$")
 _RESTART = re.compile(r"^(netif_(tx_)?(start|wake)_(sub)?queue|netif_txq_maybe_wake|__netif_txq_maybe_wake)$")
 
@@ -120,6 +121,8 @@ _CACHE: dict[str, tuple[FileModel, list[Verdict]]] = {}
 
 
 def _analyse(model: FileModel) -> list[Verdict]:
+    if not _ANY_STOP.search(model.source):
+        return []  # most files never stop a queue: skip the query
     found = collect(model)
     sides = Sides(model)
     stops = [s for s in found.sites if s.action == "stop" and s.scope in ("one", "all")

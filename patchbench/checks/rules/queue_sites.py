@@ -119,8 +119,6 @@ def collect(model: FileModel) -> QueueSites:
     ordered = sorted(model.functions.values(), key=lambda f: f.node.start_byte)
     readers: dict[str, KeyReader] = {}
     for found in cparse.matches(cparse.rule_query("queue-ops"), model.tree.root_node):
-        if "op" not in found:
-            continue
         call = found["call"][0]
         spelling = model.text(found["op"][0])
         function = _enclosing(ordered, call)
@@ -215,9 +213,8 @@ class KeyReader:
     @cached_property
     def values(self) -> dict[str, list[tree_sitter.Node]]:
         found: dict[str, list[tree_sitter.Node]] = {}
-        for match in cparse.matches(cparse.rule_query("queue-ops"), self.function.body):
-            if "local" in match:
-                found.setdefault(self.model.text(match["local"][0]), []).append(match["value"][0])
+        for match in cparse.matches(cparse.rule_query("queue-locals"), self.function.body):
+            found.setdefault(self.model.text(match["local"][0]), []).append(match["value"][0])
         return found
 
     def _owner(self, node: tree_sitter.Node) -> str:
