@@ -7,7 +7,8 @@ each use of a pointer local with the states reaching that use.
 
 Facts in a state (frozensets of tuples):
 - ("r", family, level, origin): a reader/RTNL family held (see rcu_primitives); `level` counts
-  nesting; origin is "own" (taken here), "entry" (a caller, context or stated precondition), or
+  nesting; origin is "own" (taken here), "entry" (a caller or stated precondition), "context"
+  (the registration context: xmit's rcu_read_lock_bh(), NAPI's softirq), or
   "assumed" (callers unknown: assumed held, unless this function takes that family itself);
 - ("lock", key, origin): a named spinlock/mutex held, key as `FileModel.canonical`;
 - ("t", var, primitive, root, status, call, words): pointer local `var` holds a value obtained
@@ -38,6 +39,7 @@ MAX_LEVEL = 4
 USE = "<use>"    # name of the pseudo call sites that stand for uses of pointer locals
 
 ESCAPES = "rcu-pointer-escapes"        # queries/<id>.scm
+DEREF = "rcu-deref-unprotected"
 _WORD = re.compile(r"[A-Za-z_]\w*")
 _RCU_VALUE = re.compile(r"rcu_dereference|srcu_dereference|rcu_access_pointer|_rcu\s*\(")
 
@@ -144,6 +146,21 @@ def _use_sites(model: FileModel, function: Function, candidates: frozenset) -> l
     return uses
 
 
+def _iterator_sites(model: FileModel, function: Function) -> list[CallSite]:
+    """Pseudo call sites for the RCU list iterators of the body, named after the macro, placed on
+    the loop condition (the pre-pass turned `hlist_for_each_entry_rcu(e, head, link) {` into a
+    `while`)."""
+    sites = []
+    for condition in cparse.captures(cparse.rule_query(DEREF), function.body).get("iterator", []):
+        match = P.ITERATOR.match(model.text(condition.parent))
+        if not match:
+            continue
+        inner = condition.named_children[0] if condition.named_child_count == 1 else condition
+        args = [squeeze(part) for part in _split_top(model.text(inner), ",")]
+        sites.append(CallSite(match.group(1), args, inner, inner.start_point[0] + 1, function.name))
+    return sites
+
+
 def _candidates(model: FileModel, function: Function, pointers: frozenset) -> frozenset:
     """Pointer locals that may receive an RCU-protected value (directly or through another)."""
     text = model.text(function.body)
@@ -233,10 +250,13 @@ def _function_info(model: FileModel, function: Function, helpers: set[str],
             sections_from, opens = calls[0][0], calls[0][2] > 0
     pointers = _pointer_locals(model, function)
     candidates = _candidates(model, function, pointers)
+    pseudo = _use_sites(model, function, candidates) if candidates else []
+    if "_rcu" in model.text(function.body):
+        pseudo += _iterator_sites(model, function)
     augmented = function
-    if candidates:
+    if pseudo:
         augmented = copy.copy(function)
-        augmented.calls = function.calls + _use_sites(model, function, candidates)
+        augmented.calls = function.calls + pseudo
         augmented.calls.sort(key=lambda c: (c.end, -c.start))
         augmented._index()
         relevant = True
@@ -250,6 +270,8 @@ def need_of(call: CallSite, helpers: set[str]) -> P.Need | None:
     need = P.DEREFERENCES.get(call.name)
     if need is not None:
         return need
+    if P.ITERATOR.fullmatch(call.name + "("):
+        return P.ITERATOR_NEEDS.get(call.name, P.ITERATOR_NEEDS[""])
     if call.name in helpers or (P.RCU_HELPER.search(call.name) and not P.NOT_HELPER.match(call.name)
                                 and _WORD.fullmatch(call.name)):
         return P.HELPER_NEED
@@ -343,8 +365,8 @@ class RcuTransfer(flow.Transfer):
 
     def released(self, state: frozenset, info: FunctionInfo, call: CallSite) -> frozenset:
         """After a release: values read in the function's own sections go stale with the last reader."""
-        families, _ = effective(state, info, call.start)
-        if families & P.KEEPS_ALIVE or any(f[:2] == ("r", "srcu") and f[3] != "assumed" for f in state):
+        # Tracked values were read with only the function's own readers held (see assign()).
+        if any(f[0] == "r" and f[3] == "own" and f[1] in P.KEEPS_ALIVE | {"srcu"} for f in state):
             return state
         live = {f for f in state if f[0] == "t" and f[4] == "live"}
         return (state - live) | {f[:4] + ("stale",) + f[5:] for f in live}
@@ -378,7 +400,9 @@ class RcuTransfer(flow.Transfer):
         # A fresh value: tracked only when the function's own section is all that protects it.
         readers = {f for f in state if f[0] == "r" and f[1] in P.KEEPS_ALIVE | {"srcu"}
                    and info.holds(f, value.start_byte)}
-        from_outside = any(f[3] != "own" and f[1] != "srcu" for f in readers)
+        # A caller's section (or an unknown one) makes the function's own a nested one; the
+        # registration context's implicit reader does not: the driver declared its section.
+        from_outside = any(f[3] in ("entry", "assumed") and f[1] != "srcu" for f in readers)
         if not {f[1] for f in readers} & P.READ_SECTIONS or from_outside or \
                 target in info.referenced or \
                 update_side_held(state, info, value.start_byte, self.mutexes):
@@ -456,11 +480,16 @@ def _inherited(state: frozenset, caller: FunctionInfo, at: int) -> frozenset:
         if fact[0] == "r":
             levels.setdefault(fact[1], []).append(fact)
         else:
-            facts.add(("lock", fact[1], "assumed" if fact[2] == "assumed" else "entry"))
+            facts.add(("lock", fact[1], _passed(fact[2])))
     for family, held in levels.items():
         for level, fact in enumerate(sorted(held, key=lambda f: f[2]), 1):
-            facts.add(("r", family, level, "assumed" if fact[3] == "assumed" else "entry"))
+            facts.add(("r", family, level, _passed(fact[3])))
     return frozenset(facts)
+
+
+def _passed(origin: str) -> str:
+    """The origin a caller's fact has in its callee."""
+    return origin if origin in ("assumed", "context") else "entry"
 
 
 def _meet(contributions: list[frozenset]) -> frozenset:
@@ -472,7 +501,9 @@ def _meet(contributions: list[frozenset]) -> frozenset:
     if not any(f[0] == "r" and f[1] in P.KEEPS_ALIVE for f in common) and \
             all(any(f[0] == "r" and f[1] in P.KEEPS_ALIVE for f in c) for c in contributions):
         common.add(("r", "any", 1))
-    return frozenset(p + ("assumed" if p in assumed else "entry",) for p in common)
+    entry = {plain(f) for c in contributions for f in c if f[-1] == "entry"}
+    return frozenset(p + ("assumed" if p in assumed else "entry" if p in entry else "context",)
+                     for p in common)
 
 
 def _ways_in(model: FileModel, function: Function) -> list[frozenset | None]:
@@ -483,7 +514,7 @@ def _ways_in(model: FileModel, function: Function) -> list[frozenset | None]:
     if header.startswith(("rx_handler_result_t", "static rx_handler_result_t")):
         kinds.add("rx_handler")
     for kind in kinds:
-        ways.append(_entry_facts(P.CONTEXTS[kind], "entry") if kind in P.CONTEXTS else None)
+        ways.append(_entry_facts(P.CONTEXTS[kind], "context") if kind in P.CONTEXTS else None)
     if not function.is_static or (function.name in model.address_taken and not kinds):
         ways.append(None)
     return ways
@@ -576,7 +607,7 @@ def condition_keys(model: FileModel, function: Function, text: str):
     if re.fullmatch(r"\(?\s*(1|true|!0)\s*\)?", text):
         return None
     wanted = set()
-    for part in _split_or(text):
+    for part in _split_top(text, "||"):
         part = part.strip()
         match = re.fullmatch(r"lockdep_is_held\((.*)\)", part)
         if match:
@@ -590,14 +621,15 @@ def condition_keys(model: FileModel, function: Function, text: str):
     return wanted
 
 
-def _split_or(text: str) -> list[str]:
+def _split_top(text: str, separator: str) -> list[str]:
+    """text split at the separators outside parentheses."""
     parts, depth, start = [], 0, 0
     for i, char in enumerate(text):
-        depth += char == "("
-        depth -= char == ")"
-        if depth == 0 and text.startswith("||", i):
+        depth += char in "(["
+        depth -= char in ")]"
+        if depth == 0 and text.startswith(separator, i):
             parts.append(text[start:i])
-            start = i + 2
+            start = i + len(separator)
     parts.append(text[start:])
     return parts
 
@@ -609,7 +641,7 @@ def verdict(analysis: Analysis, site: Site, state: frozenset) -> str:
     info = site.function
     families, locks = effective(state, info, site.call.start)
     rtnl_known = any(f[:2] == ("r", "rtnl") and f[3] != "assumed" for f in state)
-    if need is P.HELPER_NEED:
+    if need.update_side:
         if update_side_held(state, info, site.call.start, analysis.mutexes):
             return "ok"
         families.discard("rtnl")   # RTNL stands in for a section only when known to be held
