@@ -273,6 +273,15 @@ T4013 = {
     "--inline_--stdout_--subject-prefix=TESTCASE_initial..main": (None, [1, 2, 3]),
     "--attach_--stdout_initial..main": (None, [1, 2, 3]),
     "--attach_--stdout_--suffix=.diff_initial..side": (None, [1]),
+    "--attach_--stdout_initial..side": (None, [1]),
+    "--attach_--stdout_initial..main^": (None, [1, 2]),
+    "--inline_--stdout_initial..side": (None, [1]),
+    "--inline_--stdout_initial..main^^": (None, [1]),
+    "--inline_--stdout_initial..main^": (None, [1, 2]),
+    "--inline_--stdout_--numbered-files_initial..main": (None, [1, 2, 3]),
+    # three unthreaded, unnumbered patches are three series (as patchwork counts them): the first is
+    # taken, the other two are named
+    "--stdout_--no-numbered_initial..main": (None, [1]),
 }
 
 
@@ -286,6 +295,7 @@ def test_git_format_patch_outputs(corpus, tmp_path, variant):
     assert (series.cover.subject if series.cover else None) == cover
     assert [p.index for p in series.patches] == indexes
     assert all(p.files and p.diff.startswith("diff --git ") for p in series.patches)
+    assert len(series.other_series) == (2 if "no-numbered" in variant else 0)
 
 
 def test_git_quoted_crlf_is_unified(corpus):
