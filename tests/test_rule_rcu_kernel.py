@@ -25,6 +25,11 @@ MUTATIONS = [
      "\trcu_read_unlock();\n\tif (tun)\n\t\tdev_hold(tun->dev);\n", ESCAPE, "error", "tun_get"),
     # the section of tun_get() deleted
     ("drivers/net/tun.c", "tun_get", "\trcu_read_lock();\n", "", DEREF, "error", "tun_get"),
+    # xmit's unlock moved above the last use of tfile (the caller's BH-off does not excuse it)
+    ("drivers/net/tun.c", "tun_net_xmit",
+     "\ttfile->socket.sk->sk_data_ready(tfile->socket.sk);\n\n\trcu_read_unlock();\n\treturn NETDEV_TX_OK;",
+     "\trcu_read_unlock();\n\ttfile->socket.sk->sk_data_ready(tfile->socket.sk);\n\treturn NETDEV_TX_OK;",
+     ESCAPE, "error", "tun_net_xmit"),
     # xmit without its own rcu_read_lock(): __dev_queue_xmit's rcu_read_lock_bh() is another flavour
     ("drivers/net/tun.c", "tun_net_xmit", "\trcu_read_lock();\n", "", DEREF, "warning",
      ("tun_net_xmit", "run_ebpf_filter")),
