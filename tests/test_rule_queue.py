@@ -129,6 +129,9 @@ MUTATIONS = {
                             STOP, "netvsc_send_pkt"),
     "virtio-start-in-napi-tx": (VIRTIO, VIRTIO_WAKE, VIRTIO_WAKE.replace("wake", "start"),
                                 STOP, "virtnet_poll_cleantx"),
+    "virtio-napi-tx-wakes-queue-0": (VIRTIO, "txq = netdev_get_tx_queue(vi->dev, index);\n\t__netif_tx_lock",
+                                     "txq = netdev_get_tx_queue(vi->dev, 0);\n\t__netif_tx_lock",
+                                     WRONG, "virtnet_poll_tx"),
     "tun-stops-without-consumer-wake": (TUN, TUN_PRODUCE,
                                         "\tif (__ptr_ring_full(&tfile->tx_ring))\n"
                                         "\t\tnetif_stop_subqueue(dev, txq);\n" + TUN_PRODUCE,

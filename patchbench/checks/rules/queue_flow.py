@@ -163,6 +163,12 @@ def _analyse(model: FileModel) -> list[Verdict]:
             verdicts.extend(Verdict(WRONG_QUEUE, wake, _wrong_queue_message(wake, stop)) for wake in others)
         elif not woken_in_sibling_file(model.path, model.source):
             verdicts.append(Verdict(STOP_UNMATCHED, stop, _unmatched_message(stop, found, sides)))
+    # with several completion wakes (virtio_net has three), one naming a queue nothing stops
+    stopped_ones = stops + [s for s in found.sites if s.action == "stop" and s.scope == "one"
+                            and s.key.kind != "unknown"]
+    for wake in wakes:
+        if wake.scope == "one" and stops and not any(_same_queue(s, wake, found) for s in stopped_ones):
+            verdicts.append(Verdict(WRONG_QUEUE, wake, _wrong_queue_message(wake, stops[0])))
     unique = {(v.rule, v.site.function.name, v.message): v for v in verdicts}
     return list(unique.values())
 
