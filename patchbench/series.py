@@ -212,7 +212,6 @@ def _build(posting: Posting, topic: list[Posting], mailbox: _Mailbox) -> Series:
     head = cover_item or patch_items[min(patch_items)]
     in_order = ([cover_item] if cover_item else []) + [patch_items[i] for i in sorted(patch_items)]
     base = base_info([mailbox.texts.get(item.mail.position, "") for item in in_order])
-    total = max(posting.total, max(patch_items) if posting.numbered else 1)
     return Series(
         version=posting.version,
         total=posting.total,
@@ -221,7 +220,7 @@ def _build(posting: Posting, topic: list[Posting], mailbox: _Mailbox) -> Series:
         cover=Cover(cover_item.title, cover_item.mail.message_id, mailbox.text(cover_item).message, cover_trailers)
         if cover_item else None,
         patches=patches,
-        missing=[i for i in range(1, total + 1) if i not in patch_items and i <= posting.total],
+        missing=[i for i in range(1, posting.total + 1) if i not in patch_items],
         base_commit=base.base_commit,
         prerequisite_patch_ids=base.prerequisite_patch_ids,
         change_id=base.change_id,
