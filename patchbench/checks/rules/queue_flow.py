@@ -2,15 +2,18 @@
 
 Shared by the rules queue-stop-unmatched and queue-wake-wrong-queue (RULES.md section (c)):
 
-1. A flow-control stop is a stop reached from the transmit path (stops in close, timeout, reset,
-   suspend or completion code are teardown and need no completion wake).
+1. A flow-control stop is a stop reached from the transmit path, or made by a function that fills
+   a ring others drain (tap's rx_handler). Stops in close, timeout, reset, suspend or completion
+   code are teardown and need no completion wake; so is a stop that xmit undoes on every path
+   out of its function (it only serialises the transmit).
 2. It needs a wake of the same queue on the consumer side (queue_context.Sides); a wake only in
-   reset/open paths, a wake in the transmit path's own re-check, or a start (which does not
-   reschedule the qdisc) do not count. When the consumer side wakes only other queues, the wake
-   is reported as naming the wrong queue.
+   reset/open paths or in the transmit path's own re-check does not count. A start on the
+   consumer side is reported where it is (it clears the stop without rescheduling the qdisc). A
+   consumer-side wake naming a queue that nothing stops is reported as the wrong queue.
 3. A stop issued after the work was handed to the completer (urb submitted, ring produced, host
    notified) must be followed by a re-check that restarts the queue, or share a lock with the
-   completion's wake; otherwise the completion can run in between and the wake-up is lost.
+   completion side; otherwise a completion in between is missed. This one is a warning: with
+   many buffers in flight the window rarely matters.
 """
 
 from __future__ import annotations
