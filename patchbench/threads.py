@@ -21,7 +21,7 @@ _UNTHREADED_WINDOW = timedelta(hours=24)
 class Item:
     """What grouping needs to know about a mail; its text is dropped to keep memory flat."""
 
-    mail: Mail                     # identity, threading and sender only (text and headers emptied)
+    mail: Mail                     # identity, threading and sender only (text emptied)
     subject: Subject
     has_diff: bool
     inbody: InBody                 # `From:`/`Subject:`/`Date:` at the top of the body
@@ -35,7 +35,7 @@ class Item:
         subject = parse_subject(mail.subject)
         is_reply = subject.is_reply or not text.diff
         given = reply_trailers(mail.text, mail.from_email, mail.from_name) if is_reply else []
-        return cls(replace(mail, text="", headers={}), subject, bool(text.diff), text.inbody, given)
+        return cls(replace(mail, text=""), subject, bool(text.diff), text.inbody, given)
 
     @property
     def title(self) -> str:

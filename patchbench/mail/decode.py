@@ -11,7 +11,7 @@ import binascii
 import codecs
 import quopri
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from email import message_from_bytes
 from email.message import Message
@@ -32,7 +32,6 @@ class Mail:
     from_email: str
     date: datetime | None
     text: str
-    headers: dict[str, str] = field(default_factory=dict)   # other decoded headers, lower-case names
 
     @property
     def key(self) -> str:
@@ -49,7 +48,6 @@ _BETWEEN_ENCODED_WORDS = re.compile(r"(\?=)\s+(?==\?)")
 _FOLD = re.compile(r"\r?\n(?=[ \t])")
 _BRACKETED_ADDRESS = re.compile(r"<([^<>\s]*@[^<>\s]*)>")
 _MSGID = re.compile(r"<([^<>\s]+)>")
-_KEPT_HEADERS = ("to", "cc", "list-id", "x-mailing-list")
 _SKIPPED_TYPES = ("application/pgp-signature", "application/pkcs7-signature", "text/html")
 _PATCH_LIKE = re.compile(r"^(diff -|Index: |--- \S|Signed-off-by:)", re.MULTILINE)
 
@@ -74,7 +72,6 @@ def decode_mail(raw: bytes, position: int = 0) -> Mail:
         from_email=from_email,
         date=parse_date(first.get("date", "")),
         text=_body_text(message),
-        headers={name: decode_words(_collapse(first[name])) for name in _KEPT_HEADERS if name in first},
     )
 
 
