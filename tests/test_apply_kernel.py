@@ -151,3 +151,19 @@ def test_cli_json_shape(workspace, user_repo):
     assert result["base"] == workspace["base"] and result["failed"] is None
     assert [p["index"] for p in result["applied"]] == [1, 2, 3]
     assert result["head"] == result["applied"][-1]["commit"] == git(user_repo, "rev-parse", result["ref"])
+
+
+def test_two_cli_runs_on_the_same_tree_at_once(workspace, user_repo):
+    """Two processes, two series, one repository: each gets its own result and ref, the user's state stays."""
+    before = RepoState.of(user_repo)
+    conflicting = workspace["root"] / "conflicting"
+    runs = [subprocess.Popen([sys.executable, "-m", "patchbench", "apply", str(source), "--tree", str(user_repo),
+                              "--json"], cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for source in (workspace["root"] / "series", conflicting, workspace["root"] / "series")]
+    outputs = [run.communicate(timeout=120) for run in runs]
+    assert [run.returncode for run in runs] == [0, 1, 0], [err for _, err in outputs]
+    first, failed, again = (json.loads(out) for out, _ in outputs)
+    assert first["head"] == again["head"] == git(user_repo, "rev-parse", first["ref"])
+    assert failed["failed"]["index"] == 2 and failed["ref"] != first["ref"]
+    assert git(user_repo, "rev-parse", failed["ref"]) == failed["applied"][0]["commit"]
+    assert RepoState.of(user_repo) == before
