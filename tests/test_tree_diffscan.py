@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from patchbench.tree import apply_series
 from patchbench.tree.diffscan import scan
 from tests.support.git_series import commit_files, format_patch, git, series_from_mails
@@ -42,3 +45,27 @@ def test_hunk_lines_that_look_like_headers_are_content(tmp_path: Path):
     result = apply_series(series, repo)
     assert result.failed is None
     assert git(repo, "rev-parse", result.head + "^{tree}") == git(repo, "rev-parse", tip + "^{tree}")
+
+
+_NAME = st.text(st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/\0")
+                | st.sampled_from(list(" \t\"\\\n")), min_size=1, max_size=8).filter(
+    lambda name: name.strip(". ").lower() not in ("", ".git") and name == name.strip())
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(old=st.lists(_NAME, min_size=1, max_size=3), new=st.lists(_NAME, min_size=1, max_size=3),
+       rename=st.booleans())
+def test_paths_read_from_headers_are_the_paths_git_wrote(tmp_path_factory, old, new, rename):
+    """Whatever bytes a name holds (spaces, quotes, tabs, newlines, non-ASCII), the scan reads it back."""
+    work = tmp_path_factory.mktemp("names")
+    repo = work / "repo"
+    git(work, "init", "-q", str(repo))
+    old_path, new_path = "/".join(old), "/".join(new)
+    content = "".join(f"line {n}\n" for n in range(20)).encode()
+    base = commit_files(repo, None, {old_path: content}, "base")
+    changed = content.replace(b"line 3\n", b"line three\n")
+    tip = commit_files(repo, base, {old_path: None, new_path: changed} if rename else {old_path: changed}, "change")
+    (diff,) = [p.diff for p in series_from_mails(format_patch(repo, base, tip, work / "mails", "-M")).patches]
+    scanned = {path for f in scan(diff) for path in f.paths()}
+    expected = git(repo, "diff", "--name-only", "-z", "--no-renames", base, tip).strip("\0").split("\0")
+    assert scanned == set(expected)
