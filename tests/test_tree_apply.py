@@ -172,6 +172,9 @@ def test_base_order_is_flag_then_base_commit_then_tree_branch_then_head(repo, tm
     assert at_head.base == side and at_head.base_reason.startswith("HEAD")
     assert at_head.warnings == ["base-commit: 1234567890abcdef1234567890abcdef12345678 is not in this repository"]
 
+    series.base_commit = "master"  # a ref, not an id: a mail may not pick the user's branches
+    assert apply_series(series, repo).warnings == ["base-commit: 'master' is not a commit id; ignored"]
+
     remote = commit_files(repo, master, {"r.txt": b"r\n"}, "remote", ref="refs/remotes/origin/net-next")
     assert apply_series(series, repo).base == remote
     local = commit_files(repo, master, {"l.txt": b"l\n"}, "local", ref="refs/heads/net-next")

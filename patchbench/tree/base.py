@@ -8,12 +8,14 @@ target tree named in the subject (`net`, `net-next`, ...); else HEAD. The tree's
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from patchbench.errors import BadInput
 from patchbench.series import Series
 from patchbench.tree.git import Git
 
+_COMMIT_ID = re.compile(r"^[0-9a-fA-F]{7,64}$")
 # How far back from the base `prerequisite-patch-id:` lines are looked for.
 PREREQUISITE_SEARCH_DEPTH = 1000
 
@@ -53,7 +55,10 @@ def resolve_base(git: Git, series: Series, base: str | None = None) -> BaseChoic
             raise BadInput(f"--base {base!r} is not a commit in {git.git_dir}")
         return BaseChoice(sha, f"--base {base}")
     warnings = []
-    if series.base_commit:
+    if series.base_commit and not _COMMIT_ID.match(series.base_commit):
+        # A mail names a commit by its id, never by a ref such as HEAD or a branch of the user's.
+        warnings.append(f"base-commit: {series.base_commit!r} is not a commit id; ignored")
+    elif series.base_commit:
         sha = git.commit_exists(series.base_commit)
         if sha:
             return BaseChoice(sha, "base-commit: from the series")
