@@ -16,6 +16,7 @@ from patchbench.series import Series
 from patchbench.tree.git import Git
 
 _COMMIT_ID = re.compile(r"^[0-9a-fA-F]{7,64}$")
+_TREE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # How far back from the base `prerequisite-patch-id:` lines are looked for.
 PREREQUISITE_SEARCH_DEPTH = 1000
 
@@ -29,6 +30,8 @@ class BaseChoice:
 
 def _tree_branch(git: Git, tree: str) -> tuple[str, str] | None:
     """(sha, how it was found) of the branch for target tree `tree`, or None."""
+    if not _TREE_NAME.match(tree):  # a word from a subject: never a pattern or an option
+        return None
     code, configured, _ = git.run("config", "--get", f"patchbench.{tree}.base", check=False)
     if code == 0 and configured.strip():
         sha = git.commit_exists(configured.strip())
