@@ -1,11 +1,12 @@
 #!/bin/sh
 # patchbench guest init: bring up tun, tap, veth (across namespaces) and virtio-net, move packets
-# through each, print one PATCHBENCH-SMOKE status line and power off.
+# through each, print one PATCHBENCH-SMOKE status line and reboot: QEMU runs with -no-reboot, so that
+# ends it (the tiny kernel has no ACPI to power off with).
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 # A probe boot only proves the accelerator works.
-grep -q patchbench.probe /proc/cmdline && { echo PATCHBENCH-PROBE-OK; poweroff -f; }
+grep -q patchbench.probe /proc/cmdline && { echo PATCHBENCH-PROBE-OK; reboot -f; }
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 ip link set lo up
@@ -17,7 +18,7 @@ finish() {
 		cat /sys/kernel/debug/kmemleak
 	fi
 	echo "PATCHBENCH-SMOKE: $*"
-	poweroff -f
+	reboot -f
 }
 
 wait_dev() {
