@@ -14,7 +14,7 @@ from patchbench.mail.content import PatchText, base_info, message_trailers, spli
 from patchbench.mail.decode import parse_date, parse_person, format_person
 from patchbench.mail.files import FileChange, files_touched, is_truncated
 from patchbench.mail.sources import rereadable
-from patchbench.threads import Item, Posting, build_items, group_postings
+from patchbench.threads import Item, Posting, build_items, group_postings, nearest_ancestors
 
 __all__ = ["FileChange", "Patch", "Cover", "Series", "load_series", "load_versions", "find_series"]
 
@@ -181,11 +181,12 @@ def _replies_by_target(items: list[Item]) -> dict[int, list[Item]]:
     subject: `Re: [PATCH v2 1/3] title` answers the v2 1/3 with that title, if there is one.
     """
     by_subject = {_subject_key(item): item for item in items if item.group is not None}
+    answered = nearest_ancestors(items, lambda ancestor: ancestor.group is not None)
     replies: dict[int, list[Item]] = {}
     for item in items:
         if item.group is not None:
             continue
-        target = next((a for a in item.ancestors() if a.group is not None), None)
+        target = answered[id(item)]
         if target is None and item.parent is None and item.subject.is_reply:
             target = by_subject.get(_subject_key(item))
         if target is not None:

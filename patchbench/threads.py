@@ -116,7 +116,8 @@ def group_postings(items: list[Item]) -> list[Posting]:
     """Assign every patch and cover letter to a posting, parents before children."""
     postings: list[Posting] = []
     members = [item for item in items if item.is_patch or item.is_cover]
-    for item in sorted(members, key=lambda i: (_depth(i), i.mail.position)):
+    depth = _depths(items)
+    for item in sorted(members, key=lambda i: (depth[id(i)], i.mail.position)):
         posting, related = _threaded_posting(item)
         if posting is None and related is not None:
             posting = _sibling_posting(item, related, postings)
@@ -239,5 +240,47 @@ def _naked_cover(posting: Posting) -> Item | None:
     return None
 
 
-def _depth(item: Item) -> int:
-    return sum(1 for _ in item.ancestors())
+def nearest_ancestors(items: list[Item], wanted) -> dict[int, Item | None]:
+    """For each item (by id), its nearest ancestor for which `wanted(ancestor)` holds, or None.
+
+    Answers are shared along a chain, so a reply chain thousands deep costs linear time.
+    """
+    found: dict[int, Item | None] = {}
+    for item in items:
+        chain: list[Item] = []
+        on_chain: set[int] = set()
+        node, answer = item, None
+        while True:
+            if id(node) in found:
+                answer = found[id(node)]
+                break
+            chain.append(node)
+            on_chain.add(id(node))
+            parent = node.parent
+            if parent is None or id(parent) in on_chain:
+                break  # a root, or a loop of mails answering each other
+            if wanted(parent):
+                answer = parent
+                break
+            node = parent
+        for walked in chain:
+            found[id(walked)] = answer
+    return found
+
+
+def _depths(items: list[Item]) -> dict[int, int]:
+    """Distance from each item (by id) to the root of its thread, computed once per chain."""
+    depth: dict[int, int] = {}
+    for item in items:
+        chain: list[Item] = []
+        on_chain: set[int] = set()
+        node = item
+        while node is not None and id(node) not in depth and id(node) not in on_chain:
+            chain.append(node)
+            on_chain.add(id(node))
+            node = node.parent
+        level = depth[id(node)] if node is not None and id(node) in depth else -1
+        for walked in reversed(chain):
+            level += 1
+            depth[id(walked)] = level
+    return depth

@@ -171,7 +171,7 @@ def _header_text(value) -> str:
     if not isinstance(value, str):
         value = str(value)
     # BytesParser keeps raw 8-bit header bytes as surrogates; those are nearly always UTF-8
-    raw = value.encode("ascii", "surrogateescape") if _has_surrogates(value) else None
+    raw = value.encode("ascii", "surrogateescape") if not value.isascii() and _has_surrogates(value) else None
     text = raw.decode("utf-8", errors="replace") if raw is not None else value
     return _FOLD.sub("", text)
 
