@@ -127,3 +127,9 @@ def test_long_runs_of_spaces_are_read_in_linear_time():
     """A mangled reply with a huge run of spaces inside a trailer must not stall the reader."""
     value = "Bob" + " " * 200_000 + "<bob@example.com>"
     assert reply_trailers(f"Reviewed-by: {value}   \n", "bob@example.com") == [f"Reviewed-by: {value}"]
+
+
+def test_utf8_mislabelled_as_ascii_is_kept():
+    raw = ("From: A <a@example.org>\nSubject: [PATCH] x\nContent-Type: text/plain; charset=us-ascii\n"
+           "Content-Transfer-Encoding: 8bit\n\n+M:\tJosé Müller <jm@example.org>\n").encode()
+    assert "José Müller" in decode_mail(raw).text

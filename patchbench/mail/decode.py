@@ -157,10 +157,16 @@ def _decode_word(match: re.Match) -> str:
 
 
 def decode_bytes(data: bytes, charset: str | None) -> str:
-    """Decode with the declared charset if Python knows it as a text codec, else UTF-8; never raise."""
+    """Decode with the declared charset if Python knows it as a text codec, else UTF-8; never raise.
+
+    8-bit text declared as us-ascii is nearly always UTF-8 sent by a mislabelling client: read as such.
+    """
     if charset:
         try:
-            if codecs.lookup(charset)._is_text_encoding:
+            codec = codecs.lookup(charset)
+            if codec.name == "ascii" and not data.isascii():
+                return data.decode("utf-8", errors="replace")
+            if codec._is_text_encoding:
                 return data.decode(charset, errors="replace")
         except (LookupError, UnicodeError, TypeError, ValueError):
             pass
