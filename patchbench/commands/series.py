@@ -9,7 +9,8 @@ from patchbench.series import Series, load_series, load_versions
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("series", help="show the series found in SOURCE")
-    parser.add_argument("source", metavar="SOURCE", help='mbox, maildir, message, directory of *.patch, .gz, or "-"')
+    parser.add_argument("source", metavar="SOURCE",
+                        help='mbox, maildir, message, directory of *.patch, .gz, "-", or a Message-Id / lore URL')
     parser.add_argument("--json", action="store_true", help="print the series as JSON")
     parser.add_argument("--all-versions", action="store_true", help="show every version found, not just one")
     parser.add_argument("--version", type=int, metavar="N", help="pick version N instead of the newest")

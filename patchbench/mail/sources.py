@@ -1,7 +1,8 @@
 """Where mail comes from: split a path (or stdin) into raw messages, one bytes object each, streaming.
 
 Accepted: mbox (mboxo or mboxrd, odd `From ` separators, leading blank lines), maildir, a single
-RFC 822 message, a directory of *.patch / *.eml / *.mbox files, `.gz` of any file, and `-` for stdin.
+RFC 822 message, a directory of *.patch / *.eml / *.mbox files, `.gz` of any file, `-` for stdin, and
+(through `rereadable`) a thread fetched from lore by Message-Id or URL.
 Only one message is held in memory at a time, so memory does not grow with the mailbox.
 """
 
@@ -18,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from patchbench.errors import BadInput
+from patchbench.mail.lore import download, thread_url
 
 _HEADER_LINE = re.compile(rb"^[\x21-\x39\x3b-\x7e]+:")
 _MBOX_DATED_FROM = re.compile(rb"^From \S+ +[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d ")
@@ -42,12 +44,17 @@ def iter_raw_messages(source: str) -> Iterator[bytes]:
 
 @contextmanager
 def rereadable(source: str) -> Iterator[str]:
-    """A source that can be read twice: stdin is copied, streaming, to a temporary file first."""
-    if source != "-":
+    """A path to `source` that can be read twice: stdin, or a thread fetched from a public-inbox
+    archive (a Message-Id or a lore URL), is first copied, streaming, to a temporary file."""
+    url = None if source == "-" else thread_url(source)
+    if source != "-" and url is None:
         yield source
         return
-    with tempfile.NamedTemporaryFile(prefix="patchbench-stdin-", suffix=".mbox") as spool:
-        shutil.copyfileobj(sys.stdin.buffer, spool)
+    with tempfile.NamedTemporaryFile(prefix="patchbench-", suffix=".mbox") as spool:
+        if url is None:
+            shutil.copyfileobj(sys.stdin.buffer, spool)
+        else:
+            download(url, spool)
         spool.flush()
         yield spool.name
 
