@@ -12,6 +12,3 @@
    argument: (call_expression function: (identifier) @access) @call)
  (#eq? @access "rcu_access_pointer"))
 
-; Loops: the pre-pass turns RCU list iterators (`hlist_for_each_entry_rcu(e, head, link) {`) into
-; `while (e, head, link) {`; the analysis keeps those whose original text names an _rcu iterator.
-(while_statement condition: (parenthesized_expression) @iterator)

@@ -39,7 +39,6 @@ MAX_LEVEL = 4
 USE = "<use>"    # name of the pseudo call sites that stand for uses of pointer locals
 
 ESCAPES = "rcu-pointer-escapes"        # queries/<id>.scm
-DEREF = "rcu-deref-unprotected"
 _WORD = re.compile(r"[A-Za-z_]\w*")
 _RCU_VALUE = re.compile(r"rcu_dereference|srcu_dereference|rcu_access_pointer|_rcu\s*\(")
 
@@ -146,21 +145,6 @@ def _use_sites(model: FileModel, function: Function, candidates: frozenset) -> l
     return uses
 
 
-def _iterator_sites(model: FileModel, function: Function) -> list[CallSite]:
-    """Pseudo call sites for the RCU list iterators of the body, named after the macro, placed on
-    the loop condition (the pre-pass turned `hlist_for_each_entry_rcu(e, head, link) {` into a
-    `while`)."""
-    sites = []
-    for condition in cparse.captures(cparse.rule_query(DEREF), function.body).get("iterator", []):
-        match = P.ITERATOR.match(model.text(condition.parent))
-        if not match:
-            continue
-        inner = condition.named_children[0] if condition.named_child_count == 1 else condition
-        args = [squeeze(part) for part in _split_top(model.text(inner), ",")]
-        sites.append(CallSite(match.group(1), args, inner, inner.start_point[0] + 1, function.name))
-    return sites
-
-
 def _candidates(model: FileModel, function: Function, pointers: frozenset) -> frozenset:
     """Pointer locals that may receive an RCU-protected value (directly or through another)."""
     text = model.text(function.body)
@@ -250,13 +234,10 @@ def _function_info(model: FileModel, function: Function, helpers: set[str],
             sections_from, opens = calls[0][0], calls[0][2] > 0
     pointers = _pointer_locals(model, function)
     candidates = _candidates(model, function, pointers)
-    pseudo = _use_sites(model, function, candidates) if candidates else []
-    if "_rcu" in model.text(function.body):
-        pseudo += _iterator_sites(model, function)
     augmented = function
-    if pseudo:
+    if candidates:
         augmented = copy.copy(function)
-        augmented.calls = function.calls + pseudo
+        augmented.calls = function.calls + _use_sites(model, function, candidates)
         augmented.calls.sort(key=lambda c: (c.end, -c.start))
         augmented._index()
         relevant = True
@@ -270,8 +251,6 @@ def need_of(call: CallSite, helpers: set[str]) -> P.Need | None:
     need = P.DEREFERENCES.get(call.name)
     if need is not None:
         return need
-    if P.ITERATOR.fullmatch(call.name + "("):
-        return P.ITERATOR_NEEDS.get(call.name, P.ITERATOR_NEEDS[""])
     if call.name in helpers or (P.RCU_HELPER.search(call.name) and not P.NOT_HELPER.match(call.name)
                                 and _WORD.fullmatch(call.name)):
         return P.HELPER_NEED

@@ -98,13 +98,6 @@ NOT_HELPER = re.compile(r"^(rcu_|call_rcu|kfree_rcu|kvfree_rcu|synchronize_|list
 # bond_option_active_slave_get_rcu under ndo_eth_ioctl).
 HELPER_NEED = Need(_ANY | {"rtnl"}, frozenset(), None, "an RCU read-side section", True, True)
 
-# RCU list iterators (statement heads the parser sees as loops): any reader, or their lockdep
-# condition (4th argument of [h]list_for_each_entry_rcu), or the update side.
-ITERATOR = re.compile(r"(\w*for_each\w*_rcu(_bh|_notrace)?)\s*\(")
-ITERATOR_NEEDS = {
-    name: Need(_ANY | {"rtnl"}, frozenset(), condition, "an RCU read-side section", False, True)
-    for name, condition in (("", None), ("list_for_each_entry_rcu", 3),
-                            ("hlist_for_each_entry_rcu", 3))}
 
 # Calls that open and close sections: name -> (family, +1 open / -1 close).
 SECTIONS: dict[str, tuple[str, int]] = {
