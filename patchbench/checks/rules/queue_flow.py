@@ -166,11 +166,14 @@ def _analyse(model: FileModel) -> list[Verdict]:
             verdicts.extend(Verdict(WRONG_QUEUE, wake, _wrong_queue_message(wake, stop)) for wake in others)
         elif not woken_in_sibling_file(model.path, model.source):
             verdicts.append(Verdict(STOP_UNMATCHED, stop, _unmatched_message(stop, found, sides)))
-    # with several completion wakes (virtio_net has three), one naming a queue nothing stops
+    # with several completion wakes (virtio_net has three), one that reclaims tx buffers but wakes
+    # a fixed queue nothing stops; field names are not compared here (hns3 reaches one index
+    # through two fields), and link-up wakes of queue 0 are left alone (ehea)
     stopped_ones = stops + [s for s in found.sites if s.action == "stop" and s.scope == "one"
                             and s.key.kind != "unknown"]
     for wake in wakes:
-        if wake.scope == "one" and stops and not any(_same_queue(s, wake, found) for s in stopped_ones):
+        if wake.scope == "one" and wake.key.kind == "const" and sides.restarts_queue(wake.function) \
+                and stops and not any(_same_queue(s, wake, found) for s in stopped_ones):
             verdicts.append(Verdict(WRONG_QUEUE, wake, _wrong_queue_message(wake, stops[0])))
     unique = {(v.rule, v.site.function.name, v.message): v for v in verdicts}
     return list(unique.values())
