@@ -37,6 +37,7 @@ EXPECTED = {
         (DEREF, "error", "upd_rtnl_dropped", "/* after rtnl_unlock */"),
         (DEREF, "error", "upd_access_deref", "/* access deref */"),
         (DEREF, "error", "upd_access_local", "/* via local */"),
+        (DEREF, "warning", "upd_rtnl_plain", "/* plain under rtnl */"),
     ],
 }
 
@@ -87,3 +88,39 @@ def test_messages_name_the_pointer_and_do_not_depend_on_lines():
     assert [f.identity() for f in before] == [f.identity() for f in after]
     late = next(f for f in before if f.function == "demo_ring_consume_late_wake")
     assert "'dev'" in late.message and "rcu_dereference()" in late.message
+
+
+# Correct shapes of the fixtures, and the edit that takes their protection away:
+# (fixture, text, replacement, function then reported, rule).
+UNPROTECTED = [
+    ("seed_escape.c", "\tmutex_lock(&tfile->mutex);\n\trcu_read_lock();",
+     "\trcu_read_lock();", "demo_under_mutex", ESCAPE),
+    ("seed_escape.c", " && try_module_get(ops->owner))", ")", "demo_kick_ops", ESCAPE),
+    # tun_get: with the reference taken inside, reading through the pointer afterwards is fine
+    ("seed_escape.c", "\t\tdev_hold(tun->dev);\n\trcu_read_unlock();\n\n\treturn tun;",
+     "\t\tdev_hold(tun->dev);\n\trcu_read_unlock();\n\n\treturn tun->dev ? tun : NULL;",
+     "demo_get", None),
+    ("sections.c", "\trcu_read_unlock();\n\tmight_sleep();\n\trcu_read_lock();\n\tnode = rcu_dereference",
+     "\trcu_read_unlock();\n\tmight_sleep();\n\tnode = rcu_dereference", "sec_drop_and_retake", DEREF),
+    # without its stated precondition the helper itself is reported: one caller holds no section
+    ("preconditions.c", "/* Must be called with rcu_read_lock held. */\n", "", "pre_comment_above",
+     DEREF),
+    # the assert is redundant: the only caller holds the mutex
+    ("protected.c", "\tlockdep_assert_held(&t->mutex);\n", "", "upd_peek_locked", None),
+    ("contexts.c", "\ttimer_setup(&priv->timer, ctx_timer_fn, 0);\n",
+     "\tINIT_WORK(&priv->work, ctx_timer_fn);\n", "ctx_timer_fn", DEREF),
+]
+
+
+@pytest.mark.parametrize("name,old,new,function,rule", UNPROTECTED,
+                         ids=[f"{u[0]}:{u[3]}" for u in UNPROTECTED])
+def test_correct_shape_depends_on_its_protection(name, old, new, function, rule):
+    """Each quiet shape is quiet because of the protection it shows: take it away and the rule
+    speaks (rule None: a change that keeps it correct, and quiet)."""
+    source = (FIXTURES / name).read_bytes()
+    edited = source.replace(old.encode(), new.encode())
+    assert edited != source
+    before = [f for f in engine.check_source(name, source, RULES) if f.function == function]
+    after = [f for f in engine.check_source(name, edited, RULES) if f.function == function]
+    assert before == []
+    assert {f.rule for f in after} == ({rule} if rule else set())
