@@ -14,7 +14,8 @@ Facts in a state (frozensets of tuples):
 - ("t", var, primitive, root, status, call, words): pointer local `var` holds a value obtained
   inside a section this function opened (`root` is the local it was first read into, `call` the
   start byte of the primitive call it was assigned from, -1 for derived values, `words` the names
-  in the primitive's argument); status "live", or "stale" once no reader is held any more;
+  in the primitive's argument); status "live", or "stale" once the function's own last reader
+  is released;
 - ("a", var): `var` holds the result of rcu_access_pointer().
 
 Entry of a function: its stated precondition plus what every way in provides: each in-file call
@@ -300,7 +301,7 @@ class RcuTransfer(flow.Transfer):
             if delta > 0:
                 return _acquire(state, family)
             if delta < 0:
-                return self.released(_release(state, family), info, call)
+                return self.released(_release(state, family))
             return state
         lock = _lock_op(call)
         if lock is not None:
@@ -308,7 +309,7 @@ class RcuTransfer(flow.Transfer):
             if op == "lock":
                 return self.lock(state, call, info, kind, suffix)
             if op == "unlock":
-                return self.released(self.unlock(state, call, info, kind, suffix), info, call)
+                return self.released(self.unlock(state, call, info, kind, suffix))
             return state
         if P.REFERENCE.search(call.name):
             return self.referenced(state, call)
@@ -342,7 +343,7 @@ class RcuTransfer(flow.Transfer):
             return self.lock(state, call, info, lock[0], lock[2])
         return state
 
-    def released(self, state: frozenset, info: FunctionInfo, call: CallSite) -> frozenset:
+    def released(self, state: frozenset) -> frozenset:
         """After a release: values read in the function's own sections go stale with the last reader."""
         # Tracked values were read with only the function's own readers held (see assign()).
         if any(f[0] == "r" and f[3] == "own" and f[1] in P.KEEPS_ALIVE | {"srcu"} for f in state):
