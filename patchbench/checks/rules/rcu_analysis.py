@@ -41,6 +41,7 @@ USE = "<use>"    # name of the pseudo call sites that stand for uses of pointer 
 
 ESCAPES = "rcu-pointer-escapes"        # queries/<id>.scm
 _WORD = re.compile(r"[A-Za-z_]\w*")
+_MENTIONS_RCU = re.compile(rb"rcu|rtnl_dereference")
 _RCU_VALUE = re.compile(r"rcu_dereference|srcu_dereference|rcu_access_pointer|_rcu\s*\(")
 
 
@@ -515,6 +516,8 @@ def analyse(model: FileModel) -> Analysis:
 
 
 def _analyse(model: FileModel) -> Analysis:
+    if not _MENTIONS_RCU.search(model.source):   # most files: nothing to judge, skip the walks
+        return Analysis(model, {}, frozenset(), frozenset())
     helpers: set[str] = set()
     functions = model.functions
     lines = model.source.split(b"\n")
