@@ -284,3 +284,34 @@ def test_cli_marks_parts_kept_from_an_older_version(tmp_path):
     lines = _cli(str(source)).stdout.decode().splitlines()
     assert any("1/2" in line and "kept from v1" in line for line in lines)
     assert not any("2/2" in line and "kept from" in line for line in lines)
+
+
+SERIES_JSON_SCHEMA = {   # the `series --json` shape promised in DESIGN.md
+    "type": "object",
+    "required": ["version", "total", "tree", "subject_prefix", "cover", "patches", "missing", "base_commit",
+                 "prerequisite_patch_ids", "other_versions"],
+    "properties": {
+        "version": {"type": "integer", "minimum": 1},
+        "total": {"type": "integer", "minimum": 1},
+        "tree": {"type": ["string", "null"]},
+        "subject_prefix": {"type": "string"},
+        "cover": {"oneOf": [{"type": "null"}, {"type": "object", "required": ["subject", "message_id"]}]},
+        "patches": {"type": "array", "minItems": 1, "items": {
+            "type": "object",
+            "required": ["index", "subject", "message_id", "author", "trailers", "files"],
+            "properties": {"index": {"type": "integer"}, "author": {"type": "string", "pattern": "<.+@.+>$"},
+                           "trailers": {"type": "array", "items": {"type": "string"}},
+                           "files": {"type": "array", "items": {"type": "string"}}}}},
+        "missing": {"type": "array", "items": {"type": "integer"}},
+        "base_commit": {"type": ["string", "null"]},
+        "prerequisite_patch_ids": {"type": "array", "items": {"type": "string"}},
+        "other_versions": {"type": "array", "items": {"type": "integer"}},
+    },
+}
+
+
+@pytest.mark.parametrize("args", [[str(NETDEV)], [str(NETDEV), "--version", "1"]])
+def test_cli_json_matches_the_design_contract(args):
+    jsonschema = pytest.importorskip("jsonschema")
+    document = json.loads(_cli(*args, "--json").stdout)
+    jsonschema.validate(document, SERIES_JSON_SCHEMA)
