@@ -116,8 +116,11 @@ class _Mailbox:
         return cls(_topics(postings), _replies_by_target(items))
 
     def load_texts(self, path: str, topics: list[list[Posting]]) -> None:
-        positions = {item.mail.position for topic in topics for posting in topic for item in posting.items()}
-        self.texts.update((position, mail.text) for position, mail in read_mails_at(path, positions).items())
+        wanted = {item.mail.position: item.mail.key for topic in topics for posting in topic for item in posting.items()}
+        for position, mail in read_mails_at(path, set(wanted)).items():
+            if mail.key != wanted[position]:
+                raise BadInput(f"{path}: the source changed while it was being read")
+            self.texts[position] = mail.text
 
     def text(self, item: Item) -> PatchText:
         return split_patch(self.texts.get(item.mail.position, ""))
