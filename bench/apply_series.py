@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -67,6 +68,13 @@ def main() -> None:
             result = apply_series(series, user)
             runs.append(time.perf_counter() - start)
             assert result.failed is None and len(result.applied) == 3
+        cli = []
+        for _ in range(3):
+            for ref in git(user, "for-each-ref", "--format=%(refname)", "refs/patchbench/").split():
+                git(user, "update-ref", "-d", ref)
+            cli.append(timed(lambda: subprocess.run(
+                [sys.executable, "-m", "patchbench", "apply", str(work / "mails"), "--tree", str(user)],
+                check=True, capture_output=True, cwd=Path(__file__).resolve().parents[1])))
         worktree = work / "am"
         checkout = timed(lambda: git(author, "worktree", "add", "-q", "--detach", str(worktree), base))
         mails = sorted(str(p) for p in (work / "mails").glob("0*.patch") if not p.name.startswith("0000"))
@@ -78,6 +86,8 @@ def main() -> None:
     print(f"tree: Linux 6.1 ({files} files), series: 3 patches (drivers/net/tun.c, drivers/net/tap.c)")
     print(f"patchbench apply_series   median {statistics.median(runs):.3f} s   "
           f"min {min(runs):.3f} s   max {max(runs):.3f} s   ({args.rounds} runs; target < 1 s)")
+    print(f"patchbench apply (command)  median {statistics.median(cli):.3f} s   (3 runs: interpreter start, "
+          f"imports, mail reading and apply)")
     print(f"git worktree add (checkout) {checkout:.3f} s")
     print(f"git am in that worktree     {am:.3f} s   (checkout + am {checkout + am:.3f} s)")
     print(f"same final tree as git am:  {'yes' if same else 'NO'}")
