@@ -23,6 +23,8 @@ def test_quoted_names_renames_and_hunks():
     assert first.paths() == ['café "x".c'] and first.old_blob == "1234567"
     assert [(h.header, h.old_start) for h in first.hunks] == [("@@ -10,2 +10,2 @@", 10)]
     assert (second.old_path, second.new_path) == ("has space/old.c", "has space/new.c")
+    (binary,) = scan('diff --git "a/dir\\\\" "b/dir\\\\"\nindex 1234567..89abcde 100644\nGIT binary patch\n')
+    assert binary.paths() == ["dir\\"]
 
 
 def test_traditional_diff_strips_one_component_and_dev_null_means_created():
@@ -54,18 +56,19 @@ _NAME = st.text(st.characters(blacklist_categories=("Cs", "Cc"), blacklist_chara
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(old=st.lists(_NAME, min_size=1, max_size=3), new=st.lists(_NAME, min_size=1, max_size=3),
-       rename=st.booleans())
-def test_paths_read_from_headers_are_the_paths_git_wrote(tmp_path_factory, old, new, rename):
-    """Whatever bytes a name holds (spaces, quotes, tabs, newlines, non-ASCII), the scan reads it back."""
+       rename=st.booleans(), binary=st.booleans())
+def test_paths_read_from_headers_are_the_paths_git_wrote(tmp_path_factory, old, new, rename, binary):
+    """Whatever bytes a name holds (spaces, quotes, backslashes, tabs, newlines, non-ASCII), the scan reads
+    it back; also from a binary patch, where only the `diff --git` line names the file."""
     work = tmp_path_factory.mktemp("names")
     repo = work / "repo"
     git(work, "init", "-q", str(repo))
     old_path, new_path = "/".join(old), "/".join(new)
-    content = "".join(f"line {n}\n" for n in range(20)).encode()
+    content = "".join(f"line {n}\n" for n in range(20)).encode() + (b"\0" if binary else b"")
     base = commit_files(repo, None, {old_path: content}, "base")
     changed = content.replace(b"line 3\n", b"line three\n")
     tip = commit_files(repo, base, {old_path: None, new_path: changed} if rename else {old_path: changed}, "change")
-    (diff,) = [p.diff for p in series_from_mails(format_patch(repo, base, tip, work / "mails", "-M")).patches]
+    (diff,) = [p.diff for p in series_from_mails(format_patch(repo, base, tip, work / "mails", "-M", "--binary")).patches]
     scanned = {path for f in scan(diff) for path in f.paths()}
     expected = git(repo, "diff", "--name-only", "-z", "--no-renames", base, tip).strip("\0").split("\0")
     assert scanned == set(expected)

@@ -65,19 +65,33 @@ def _strip_component(name: str) -> str | None:
     return name.split("/", 1)[1] if "/" in name else name
 
 
+def _closing_quote(text: str) -> int:
+    """Index of the quote that ends the C-quoted name `text` starts with."""
+    i = 1
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+        elif text[i] == '"':
+            return i
+        else:
+            i += 1
+    return len(text) - 1
+
+
 def _git_header_names(rest: str) -> tuple[str, str]:
     """Names on a `diff --git a/X b/Y` line; for unquoted names with spaces, the split where X == Y."""
     if rest.startswith('"'):
-        end = rest.index('"', 1)
-        while rest[end - 1] == "\\":
-            end = rest.index('"', end + 1)
+        end = _closing_quote(rest)
         first, second = rest[:end + 1], rest[end + 2:]
+    elif rest.endswith('"') and ' "' in rest:
+        split = rest.rindex(' "')
+        first, second = rest[:split], rest[split + 1:]
     else:
         first, second = rest, ""
         for pos in range(len(rest)):
-            if rest.startswith(" b/", pos) or rest.startswith(' "b/', pos):
+            if rest.startswith(" b/", pos):
                 first, second = rest[:pos], rest[pos + 1:]
-                if first[2:] == unquote(second)[2:]:
+                if first[2:] == second[2:]:
                     break
     return _strip_component(first) or "", _strip_component(second) or ""
 
