@@ -38,9 +38,15 @@ def _hunk(rng: random.Random, start: int) -> list[str]:
 
 
 def _message(rng, number, subject, sender, when, msgid, parent, body) -> str:
+    # the headers a lore mailbox carries for a netdev patch: list, maintainers and reviewers on Cc
     headers = [f"From {sender.split('<')[1][:-1]} {when:%a %b %d %H:%M:%S %Y}", f"From: {sender}",
                f"Subject: {subject}", f"Date: {format_datetime(when)}", f"Message-Id: <{msgid}>",
-               "To: netdev@vger.kernel.org"]
+               "To: netdev@vger.kernel.org",
+               "Cc: davem@example.net, edumazet@example.com, kuba@example.org, pabeni@example.com,\n"
+               " andrew@example.ch, horms@example.org, linux-kernel@vger.kernel.org",
+               "X-Mailer: git-send-email 2.43.0", "MIME-Version: 1.0",
+               "Content-Type: text/plain; charset=UTF-8", "Content-Transfer-Encoding: 8bit",
+               "List-Id: <netdev.vger.kernel.org>", "Precedence: bulk"]
     if parent:
         headers += [f"In-Reply-To: <{parent}>", f"References: <{parent}>"]
     return "\n".join(headers) + "\n\n" + body + "\n\n"
@@ -66,7 +72,7 @@ def write_mailbox(path: Path, messages: int, seed: int = 1) -> None:
                 path_name = f"drivers/net/ethernet/{rng.choice(WORDS)}/{rng.choice(WORDS)}_main.c"
                 diff = [f"diff --git a/{path_name} b/{path_name}", "index 1234567..89abcde 100644",
                         f"--- a/{path_name}", f"+++ b/{path_name}"]
-                for hunk in range(rng.randrange(2, 6)):
+                for hunk in range(rng.randrange(3, 8)):
                     diff += _hunk(rng, 100 + hunk * 80)
                 body = (_sentence(rng, 60) + "\n\n" + f"Signed-off-by: {author}\n---\n {path_name} | 9 +++--\n\n"
                         + "\n".join(diff) + "\n-- \n2.43.0")
