@@ -281,6 +281,12 @@ def test_paths_leaving_the_tree_or_into_git_are_refused_before_anything_is_writt
     assert git(repo, "for-each-ref", "refs/patchbench/") == ""
 
 
+def test_a_bad_name_on_the_diff_git_line_alone_is_refused_too(repo):
+    diff = _creating("fine.txt").replace("diff --git a/fine.txt b/fine.txt", "diff --git a/../x b/../x")
+    with pytest.raises(BadInput, match="refusing '../x'"):
+        apply_series(hand_series(diff), repo)
+
+
 def test_writing_through_a_symlink_is_refused(repo):
     master = git(repo, "rev-parse", "master")
     link = git(repo, "hash-object", "-w", "--stdin", input=b"/etc")

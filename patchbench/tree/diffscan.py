@@ -28,13 +28,15 @@ class FileDiff:
     new_mode: str | None = None
     old_blob: str | None = None    # abbreviated preimage blob id from the `index` line
     hunks: list[Hunk] = field(default_factory=list)
+    header_names: tuple[str, ...] = ()   # as the `diff --git` line has them (git insists they agree)
 
     @property
     def path(self) -> str:
         return self.new_path or self.old_path or ""
 
     def paths(self) -> list[str]:
-        return [p for p in dict.fromkeys((self.old_path, self.new_path)) if p]
+        """Every name the patch gives this file, so that none escapes the safety check."""
+        return [p for p in dict.fromkeys((self.old_path, self.new_path, *self.header_names)) if p]
 
 
 def unquote(name: str) -> str:
@@ -118,7 +120,7 @@ def scan(diff: str) -> list[FileDiff]:
             old_left = new_left = 0  # the hunk was shorter than its header says: read on as headers
         if line.startswith("diff --git "):
             old, new = _git_header_names(line[len("diff --git "):])
-            current = FileDiff(old_path=old, new_path=new)
+            current = FileDiff(old_path=old, new_path=new, header_names=(old, new))
             files.append(current)
         elif line.startswith("--- ") and (current is None or current.hunks):
             current = FileDiff(old_path=_strip_component(line[4:]), new_path=None)
