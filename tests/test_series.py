@@ -315,3 +315,47 @@ def test_cli_json_matches_the_design_contract(args):
     jsonschema = pytest.importorskip("jsonschema")
     document = json.loads(_cli(*args, "--json").stdout)
     jsonschema.validate(document, SERIES_JSON_SCHEMA)
+
+
+def test_real_git_format_patch_directory(tmp_path):
+    """A series made by git itself (format-patch --cover-letter --base --thread into a directory)."""
+    git = require_tool("git")
+
+    def run(*args: str) -> str:
+        env = {"GIT_AUTHOR_NAME": "Ada Lovelace", "GIT_AUTHOR_EMAIL": "ada@example.org",
+               "GIT_COMMITTER_NAME": "Ada Lovelace", "GIT_COMMITTER_EMAIL": "ada@example.org",
+               "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+        return subprocess.run([git, *args], cwd=repo, env=env, check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    run("init", "-q", "-b", "main")
+    (repo / "ring.c").write_text("int ring;\n")
+    (repo / "old.c").write_text("int old;\n")
+    run("add", ".")
+    run("commit", "-q", "-m", "base")
+    base = run("rev-parse", "HEAD")
+    (repo / "ring.c").write_text("int ring;\nint tail;\n")
+    run("commit", "-q", "-am", "ring: add a tail\n\nCarry the tail index.\n\nSigned-off-by: Ada Lovelace <ada@example.org>")
+    run("mv", "old.c", "new.c")
+    (repo / "run.sh").write_text("#!/bin/sh\n")
+    (repo / "run.sh").chmod(0o755)
+    run("add", ".")
+    run("commit", "-q", "-m", "tree: rename old.c, add run.sh\n\nSigned-off-by: Ada Lovelace <ada@example.org>")
+    out = tmp_path / "outgoing"
+    run("format-patch", "-q", "--cover-letter", "--thread", f"--base={base}", "-v2",
+        "--subject-prefix=PATCH net-next", "-o", str(out), f"{base}..HEAD")
+    series = load_series(str(out))
+    assert (series.version, series.total, series.tree, series.base_commit) == (2, 2, "net-next", base)
+    assert series.cover is not None and series.missing == []
+    assert [p.subject for p in series.patches] == ["ring: add a tail", "tree: rename old.c, add run.sh"]
+    assert series.patches[0].author == "Ada Lovelace <ada@example.org>"
+    assert series.patches[0].trailers == ["Signed-off-by: Ada Lovelace <ada@example.org>"]
+    assert sorted((f.path, f.status, f.old_path) for f in series.patches[1].files) == [
+        ("new.c", "renamed", "old.c"), ("run.sh", "added", None)]
+    run("checkout", "-q", base)
+    for patch in series.patches:
+        (tmp_path / "p.diff").write_text(patch.diff)
+        run("apply", "--index", str(tmp_path / "p.diff"))
+    assert (repo / "new.c").exists() and (repo / "ring.c").read_text() == "int ring;\nint tail;\n"
