@@ -318,6 +318,9 @@ def test_users_head_index_worktree_branches_and_stash_are_untouched(repo, tmp_pa
     git(repo, "add", "file.txt")
     (repo / "file.txt").write_bytes(text({1: "unstaged"}))
     (repo / "untracked.txt").write_text("u\n")
+    hook = repo / ".git" / "hooks" / "reference-transaction"
+    hook.write_text(f"#!/bin/sh\necho ran >> {tmp_path / 'hook-ran'}\n")
+    hook.chmod(0o755)
     before = RepoState.of(repo)
     # Variables a git hook would set must not redirect anything into the user's index.
     monkeypatch.setenv("GIT_INDEX_FILE", str(repo / ".git" / "index"))
@@ -328,6 +331,7 @@ def test_users_head_index_worktree_branches_and_stash_are_untouched(repo, tmp_pa
     assert applied.failed is None and failed.failed is not None
     assert RepoState.of(repo) == before
     assert (repo / "file.txt").read_bytes() == text({1: "unstaged"})
+    assert not (tmp_path / "hook-ran").exists()
 
 
 @pytest.mark.parametrize("layout", ["linked worktree", "bare clone"])
