@@ -94,3 +94,52 @@ def test_mutation_is_found(kernel_tree, path, function, old, new, rule, severity
     found = lint(path, broken.encode())
     assert (rule, severity, reported_in[0]) in {(f.rule, f.severity, f.function) for f in found}
     assert all(f.function in reported_in for f in found), found
+
+
+# The seeds' helper (netdev, 2026): consume under the ring's lock and wake the queue through the
+# RCU-protected tun pointer; `late` moves the wake after rcu_read_unlock() as a reviewer warned.
+RING_CONSUME = """
+static void *tun_ring_consume(struct tun_file *tfile)
+{
+	struct ptr_ring *ring = &tfile->tx_ring;
+	struct net_device *dev;
+	void *ptr;
+
+	spin_lock(&ring->consumer_lock);
+
+	ptr = __ptr_ring_consume(ring);
+	if (unlikely(ptr && __ptr_ring_consume_created_space(ring, 1))) {
+		rcu_read_lock();
+		dev = rcu_dereference(tfile->tun)->dev;
+		netif_wake_subqueue(dev, tfile->queue_index);
+		rcu_read_unlock();
+	}
+
+	spin_unlock(&ring->consumer_lock);
+
+	return ptr;
+}
+
+"""
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("late", [False, True], ids=["wake-inside", "wake-after-unlock"])
+def test_seed_ring_consume_helper_in_real_tun(kernel_tree, late):
+    source = (kernel_tree / "drivers/net/tun.c").read_text()
+    helper = RING_CONSUME
+    if late:
+        helper = helper.replace("\t\tnetif_wake_subqueue(dev, tfile->queue_index);\n"
+                                "\t\trcu_read_unlock();\n",
+                                "\t\trcu_read_unlock();\n"
+                                "\t\tnetif_wake_subqueue(dev, tfile->queue_index);\n")
+    patched = source.replace("static void *tun_ring_recv(", helper + "static void *tun_ring_recv(")
+    patched = patched.replace("\tptr = ptr_ring_consume(&tfile->tx_ring);",
+                              "\tptr = tun_ring_consume(tfile);")
+    assert patched.count("tun_ring_consume(tfile)") == 2
+    found = lint("drivers/net/tun.c", patched.encode())
+    if late:
+        assert [(f.rule, f.function) for f in found] == [(ESCAPE, "tun_ring_consume")]
+        assert "'dev'" in found[0].message
+    else:
+        assert found == []
