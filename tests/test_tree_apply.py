@@ -321,6 +321,8 @@ def test_users_head_index_worktree_branches_and_stash_are_untouched(repo, tmp_pa
     hook = repo / ".git" / "hooks" / "reference-transaction"
     hook.write_text(f"#!/bin/sh\necho ran >> {tmp_path / 'hook-ran'}\n")
     hook.chmod(0o755)
+    git(repo, "config", "core.splitIndex", "true")  # would leave sharedindex.* files in .git/
+    shared = sorted(p.name for p in (repo / ".git").glob("sharedindex.*"))
     before = RepoState.of(repo)
     # Variables a git hook would set must not redirect anything into the user's index.
     monkeypatch.setenv("GIT_INDEX_FILE", str(repo / ".git" / "index"))
@@ -332,6 +334,7 @@ def test_users_head_index_worktree_branches_and_stash_are_untouched(repo, tmp_pa
     assert RepoState.of(repo) == before
     assert (repo / "file.txt").read_bytes() == text({1: "unstaged"})
     assert not (tmp_path / "hook-ran").exists()
+    assert sorted(p.name for p in (repo / ".git").glob("sharedindex.*")) == shared
 
 
 @pytest.mark.parametrize("layout", ["linked worktree", "bare clone"])

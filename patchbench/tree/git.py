@@ -19,6 +19,10 @@ from patchbench.errors import BadInput
 _KEPT_GIT_VARS = ("GIT_TRACE", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
                   "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL")
 
+# Settings of the user's that must not act on our private index and refs: a split index would leave
+# sharedindex files in their .git, hooks (reference-transaction) and fsmonitor are for their checkout.
+_OVERRIDES = (("core.splitIndex", "false"), ("core.hooksPath", "/dev/null"), ("core.fsmonitor", "false"))
+
 
 class GitFailed(Exception):
     def __init__(self, argv: list[str], returncode: int, stderr: str):
@@ -47,6 +51,9 @@ class Git:
                     if not k.startswith("GIT_") or k.startswith(_KEPT_GIT_VARS)}
         self.env.update(GIT_DIR=str(git_dir), LC_ALL="C", LANGUAGE="C", GIT_TERMINAL_PROMPT="0",
                         GIT_LITERAL_PATHSPECS="1")  # a path from a patch is a path, never a glob
+        for n, (key, value) in enumerate(_OVERRIDES):
+            self.env[f"GIT_CONFIG_KEY_{n}"], self.env[f"GIT_CONFIG_VALUE_{n}"] = key, value
+        self.env["GIT_CONFIG_COUNT"] = str(len(_OVERRIDES))
         if index is not None:
             self.env["GIT_INDEX_FILE"] = str(index)
         if work_tree is not None:
