@@ -133,3 +133,10 @@ def test_utf8_mislabelled_as_ascii_is_kept():
     raw = ("From: A <a@example.org>\nSubject: [PATCH] x\nContent-Type: text/plain; charset=us-ascii\n"
            "Content-Transfer-Encoding: 8bit\n\n+M:\tJosé Müller <jm@example.org>\n").encode()
     assert "José Müller" in decode_mail(raw).text
+
+
+def test_lore_mboxrd_separator_unescapes_from_lines():
+    lore = b"From mboxrd@z Thu Jan  1 00:00:00 1970\nSubject: a\n\n>From the start\n"
+    mboxo = b"From x@y Thu Jan  1 00:00:00 1970\nSubject: a\n\n>From the start\n"
+    assert b"\nFrom the start" in next(split_mbox(lore.splitlines(keepends=True)))
+    assert b"\n>From the start" in next(split_mbox(mboxo.splitlines(keepends=True)))

@@ -97,12 +97,14 @@ def split_mbox(lines: Iterable[bytes]) -> Iterator[bytes]:
     message: list[bytes] = []
     held_separator: bytes | None = None   # a `From ` line waiting to see whether a header follows
     previous_blank = True
+    mboxrd = False                        # public-inbox (lore) writes mboxrd, with `From mboxrd@z`
     for line in lines:
         if held_separator is not None:
             if _HEADER_LINE.match(line):
                 if _has_content(message):
-                    yield _finish(message)
+                    yield _finish(message, mboxrd)
                 message = []
+                mboxrd = held_separator.startswith(b"From mboxrd@")
             else:
                 message.append(held_separator)
             held_separator = None
@@ -116,17 +118,17 @@ def split_mbox(lines: Iterable[bytes]) -> Iterator[bytes]:
     if held_separator is not None:
         message.append(held_separator)
     if _has_content(message):
-        yield _finish(message)
+        yield _finish(message, mboxrd)
 
 
 def _has_content(message: list[bytes]) -> bool:
     return any(line.strip() for line in message)
 
 
-def _finish(message: list[bytes]) -> bytes:
+def _finish(message: list[bytes], mboxrd: bool) -> bytes:
     raw = b"".join(message)
-    # mboxrd escapes every `From ` line with one more `>`; a `>>From ` only appears in mboxrd, and
-    # only there is it safe to take one `>` off (in mboxo a `>From ` may be what the author wrote).
-    if _MBOXRD_DEEP_QUOTE.search(raw):
+    # mboxrd escapes every `From ` line with one more `>`; known from the separator, or from a
+    # `>>From ` (only mboxrd writes those). In mboxo a `>From ` may be what the author wrote: kept.
+    if mboxrd or _MBOXRD_DEEP_QUOTE.search(raw):
         raw = _QUOTED_FROM.sub(rb"\1", raw)
     return raw
