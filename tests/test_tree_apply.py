@@ -322,6 +322,7 @@ def test_users_head_index_worktree_branches_and_stash_are_untouched(repo, tmp_pa
     hook.write_text(f"#!/bin/sh\necho ran >> {tmp_path / 'hook-ran'}\n")
     hook.chmod(0o755)
     git(repo, "config", "core.splitIndex", "true")  # would leave sharedindex.* files in .git/
+    git(repo, "config", "core.logAllRefUpdates", "always")  # would leave .git/logs/refs/patchbench/
     shared = sorted(p.name for p in (repo / ".git").glob("sharedindex.*"))
     before = RepoState.of(repo)
     # Variables a git hook would set must not redirect anything into the user's index.
@@ -335,6 +336,7 @@ def test_users_head_index_worktree_branches_and_stash_are_untouched(repo, tmp_pa
     assert (repo / "file.txt").read_bytes() == text({1: "unstaged"})
     assert not (tmp_path / "hook-ran").exists()
     assert sorted(p.name for p in (repo / ".git").glob("sharedindex.*")) == shared
+    assert not (repo / ".git" / "logs" / "refs" / "patchbench").exists()
 
 
 @pytest.mark.parametrize("layout", ["linked worktree", "bare clone"])

@@ -20,8 +20,10 @@ _KEPT_GIT_VARS = ("GIT_TRACE", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "GIT_
                   "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL")
 
 # Settings of the user's that must not act on our private index and refs: a split index would leave
-# sharedindex files in their .git, hooks (reference-transaction) and fsmonitor are for their checkout.
-_OVERRIDES = (("core.splitIndex", "false"), ("core.hooksPath", "/dev/null"), ("core.fsmonitor", "false"))
+# sharedindex files in their .git, logAllRefUpdates=always a reflog; hooks (reference-transaction)
+# and fsmonitor are for their checkout.
+_OVERRIDES = (("core.splitIndex", "false"), ("core.logAllRefUpdates", "false"), ("core.hooksPath", "/dev/null"),
+              ("core.fsmonitor", "false"))
 
 
 class GitFailed(Exception):
