@@ -33,8 +33,8 @@ class Item:
     def summarise(cls, mail: Mail) -> Item:
         text = split_patch(mail.text)
         subject = parse_subject(mail.subject)
-        is_reply = subject.is_reply or not text.diff
-        given = reply_trailers(mail.text, mail.from_email, mail.from_name) if is_reply else []
+        may_review = subject.is_reply or not text.diff   # a patch's own trailers are read later
+        given = reply_trailers(mail.text, mail.from_email, mail.from_name) if may_review else []
         return cls(replace(mail, text=""), subject, bool(text.diff), text.inbody, given)
 
     @property
