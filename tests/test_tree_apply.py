@@ -258,6 +258,13 @@ def test_a_patch_without_a_diff_is_reported_not_committed(repo):
     assert result.ref is None
 
 
+def test_a_repository_git_cannot_read_is_bad_input_not_a_traceback(repo):
+    tree = git(repo, "rev-parse", "master^{tree}")
+    (repo / ".git" / "objects" / tree[:2] / tree[2:]).unlink()  # a corrupt object store
+    with pytest.raises(BadInput, match="git ls-tree"):
+        apply_series(hand_series(_creating("new.txt")), repo)
+
+
 # --- safety --------------------------------------------------------------------------------------------
 
 def _creating(path: str, mode: str = "100644", content: str = "x") -> str:

@@ -127,11 +127,19 @@ def apply_series(series: Series, repo: Path, base: str | None = None, *, signoff
                  add_link: bool = False) -> ApplyResult:
     """Apply `series` onto its base in `repo`, one commit per patch; see the module doc for isolation.
 
-    Raises BadInput for a bad --base, a repository that is not one, or an unsafe path in any patch
-    (checked for the whole series before anything is written). A patch that does not apply is a
-    result (`failed`), not an exception.
+    Raises BadInput for a bad --base, a repository that is not one (or that git cannot read), or an
+    unsafe path in any patch (checked for the whole series before anything is written). A patch that
+    does not apply is a result (`failed`), not an exception. `signoff` adds the committer's
+    Signed-off-by (git am -s); `add_link` a Link: to the patch's message-id (b4 am -l).
     """
-    git = Git(open_repository(Path(repo)))
+    try:
+        return _apply_series(series, Path(repo), base, signoff, add_link)
+    except GitFailed as exc:
+        raise BadInput(f"{repo}: {exc}") from None
+
+
+def _apply_series(series: Series, repo: Path, base: str | None, signoff: bool, add_link: bool) -> ApplyResult:
+    git = Git(open_repository(repo))
     choice = resolve_base(git, series, base)
     scanned = [(patch.index, scan(patch.diff)) for patch in series.patches]
     check_lexical(scanned)
