@@ -70,6 +70,11 @@ def test_other_splats(name, fingerprint):
     assert splat.fingerprint == fingerprint
 
 
+def test_without_a_reliable_unwinder_the_guessed_frames_are_used():
+    (splat,) = console.splats((FIXTURES / "console" / "warn-guess-unwinder.txt").read_text())
+    assert splat.fingerprint == "WARNING:tun_init|do_one_initcall|kernel_init_freeable"
+
+
 def test_boot_with_a_splat_fails_even_when_the_smoke_test_passed():
     result = JobResult("boot", 1, "c0ffee", "pass", 0.0)
     judge(result, (FIXTURES / "console" / "suspicious-rcu.txt").read_text(), timed_out=False, limit=30)

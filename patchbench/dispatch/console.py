@@ -7,7 +7,7 @@ offsets, addresses, PIDs or line numbers, so the same crash gives the same finge
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 SMOKE_STATUS = re.compile(r"PATCHBENCH-SMOKE: (?P<status>PASS|FAIL)(?: (?P<detail>.*))?")
 _TIMESTAMP = re.compile(r"^\[\s*\d+\.\d+\]\s?")
@@ -43,10 +43,13 @@ class Splat:
     kind: str                      # WARNING | BUG | LOCKDEP | RCU | HUNG_TASK | RCU_STALL | KMEMLEAK | PANIC
     title: str                     # the header line
     frames: list[str]              # function names, innermost first, generic frames dropped
+    guessed: list[str] = field(default_factory=list)   # frames the unwinder marked "?" (unreliable)
 
     @property
     def fingerprint(self) -> str:
-        return f"{self.kind}:" + "|".join(self.frames[:FRAMES_IN_FINGERPRINT])
+        # A kernel without a reliable unwinder marks every frame "?": then the guesses are all there is.
+        frames = self.frames if len(self.frames) > 1 else self.frames + self.guessed
+        return f"{self.kind}:" + "|".join(frames[:FRAMES_IN_FINGERPRINT])
 
 
 def _clean(line: str) -> str:
@@ -74,16 +77,16 @@ def splats(console: str) -> list[Splat]:
         if current is None:
             continue
         if m := _RIP.match(line.strip()):
-            _add(current, m["func"])
-        elif (m := _FRAME.match(line)) and not m["unreliable"]:
-            _add(current, m["func"])
+            _add(current.frames, m["func"])
+        elif m := _FRAME.match(line):
+            _add(current.guessed if m["unreliable"] else current.frames, m["func"])
     return found
 
 
-def _add(splat: Splat, name: str) -> None:
+def _add(frames: list[str], name: str) -> None:
     func = _function(name)
-    if func not in _GENERIC and func not in splat.frames:
-        splat.frames.append(func)
+    if func not in _GENERIC and func not in frames:
+        frames.append(func)
 
 
 def smoke_status(console: str) -> tuple[str | None, str]:
