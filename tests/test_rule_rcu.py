@@ -107,6 +107,7 @@ UNPROTECTED = [
      DEREF),
     # the assert is redundant: the only caller holds the mutex
     ("protected.c", "\tlockdep_assert_held(&t->mutex);\n", "", "upd_peek_locked", None),
+    ("protected.c", "\tupd_lock(t);\n\told =", "\told =", "upd_replace_wrapped", DEREF),
     ("contexts.c", "\ttimer_setup(&priv->timer, ctx_timer_fn, 0);\n",
      "\tINIT_WORK(&priv->work, ctx_timer_fn);\n", "ctx_timer_fn", DEREF),
 ]

@@ -59,6 +59,7 @@ class FunctionInfo:
     function: Function             # with the pseudo use sites added to its calls
     owned: frozenset               # families it takes itself
     owned_locks: frozenset         # lock keys it takes itself
+    taken_locks: frozenset         # lock keys it takes and never releases (a lock wrapper)
     sections_from: int             # start byte of its first own reader section call (opener or closer)
     opens: bool                    # that first call opens a section (no unbalanced unlock before it)
     precondition: frozenset        # entry facts it states itself
@@ -206,6 +207,7 @@ def _function_info(model: FileModel, function: Function, helpers: set[str],
                    lines: list[bytes]) -> FunctionInfo:
     owned: set = set()
     owned_locks: set = set()
+    released: set = set()
     relevant = opens = False
     reader_calls: list[tuple[int, str, int]] = []
     seen: set[str] = set()
@@ -220,8 +222,8 @@ def _function_info(model: FileModel, function: Function, helpers: set[str],
             if section[1] >= 0:   # first dropped (rtnl_unlock(); request_module(); rtnl_lock();)
                 owned.add(section[0])   # is the caller's lock: not owned
         lock = _lock_op(call)
-        if lock and lock[1] != "unlock":
-            owned_locks.add(model.canonical(function, call.args[0]))
+        if lock:
+            (released if lock[1] == "unlock" else owned_locks).add(model.canonical(function, call.args[0]))
         if need_of(call, helpers) is not None or call.name == P.ACCESS:
             relevant = True
     for family in {family for _, family, _ in reader_calls}:
@@ -244,7 +246,8 @@ def _function_info(model: FileModel, function: Function, helpers: set[str],
         augmented._index()
         relevant = True
     precondition, requires_reader = _stated_precondition(model, function, lines)
-    return FunctionInfo(augmented, frozenset(owned), frozenset(owned_locks), sections_from, opens,
+    return FunctionInfo(augmented, frozenset(owned), frozenset(owned_locks),
+                        frozenset(owned_locks - released), sections_from, opens,
                         precondition, requires_reader, pointers, relevant)
 
 
@@ -273,6 +276,16 @@ def update_side_held(state: frozenset, info: FunctionInfo, at: int, mutexes: fro
     return False
 
 
+def _section_effect(function: Function) -> int:
+    """+1 when calling the function leaves its caller in a section, -1 when it ends one, else 0."""
+    if ("__acquires", "RCU") in function.annotations:
+        return 1
+    if ("__releases", "RCU") in function.annotations:
+        return -1
+    names = {call.name for call in function.calls}
+    return int("rcu_read_lock" in names and "rcu_read_unlock" not in names)
+
+
 # -- the transfer ------------------------------------------------------------------------------
 
 class RcuTransfer(flow.Transfer):
@@ -282,11 +295,11 @@ class RcuTransfer(flow.Transfer):
         self.model = model
         self.infos = infos
         self.mutexes = mutexes
-        # In-file functions that take or drop the caller's section (`__acquires(RCU)`).
-        self.section_effects = {name: 1 if ("__acquires", "RCU") in info.function.annotations else -1
-                                for name, info in infos.items()
-                                if {("__acquires", "RCU"), ("__releases", "RCU")}
-                                & set(info.function.annotations)}
+        # In-file functions that take or drop the caller's section (`__acquires(RCU)`, or a
+        # wrapper that only calls rcu_read_lock()), and lock wrappers (`foo_lock(q)`).
+        self.section_effects = {name: effect for name, info in infos.items()
+                                if (effect := _section_effect(info.function))}
+        self.lock_effects = {name: info.taken_locks for name, info in infos.items() if info.taken_locks}
 
     def call(self, state: frozenset, call: CallSite) -> frozenset:
         if call.name == USE:
@@ -312,6 +325,8 @@ class RcuTransfer(flow.Transfer):
             if op == "unlock":
                 return self.released(self.unlock(state, call, info, kind, suffix))
             return state
+        if call.name in self.lock_effects and call.name != call.function:
+            return state | {("lock", key, "own") for key in self.lock_effects[call.name]}
         if P.REFERENCE.search(call.name):
             return self.referenced(state, call)
         return state
