@@ -30,7 +30,8 @@ _RIP = re.compile(r"^RIP: \d+:(?P<func>[A-Za-z_][\w.]*)\+0x")
 _GENERIC = {
     "dump_stack", "dump_stack_lvl", "show_stack", "__warn", "warn_slowpath_fmt", "report_bug",
     "handle_bug", "exc_invalid_op", "asm_exc_invalid_op", "lockdep_rcu_suspicious", "__schedule",
-    "schedule", "schedule_timeout", "schedule_preempt_disabled", "io_schedule", "panic",
+    "schedule", "schedule_timeout", "schedule_timeout_uninterruptible", "schedule_timeout_interruptible",
+    "schedule_timeout_killable", "schedule_preempt_disabled", "io_schedule", "panic",
     "print_circular_bug", "check_noncircular", "check_prev_add", "validate_chain", "__lock_acquire",
     "lock_acquire", "print_usage_bug", "mark_lock", "kmemleak_alloc", "__kmem_cache_alloc_node",
     "kmalloc_trace", "__kmalloc", "slab_post_alloc_hook", "kmem_cache_alloc", "rcu_read_lock_held",
