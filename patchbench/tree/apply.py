@@ -23,6 +23,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from patchbench.errors import BadInput
 from patchbench.series import Patch, Series
 from patchbench.tree.base import missing_prerequisites, resolve_base
 from patchbench.tree.diffscan import FileDiff, scan
