@@ -21,7 +21,7 @@ from tests.support.planted import plant
 
 pytestmark = [pytest.mark.slow, pytest.mark.kernel]
 CHECKOUT = Path(__file__).resolve().parents[1]
-SERIES = ("warning-series", "warn-at-boot", "hang-at-boot")
+SERIES = ("warning-series", "warn-at-boot", "hang-at-boot", "compile-error")
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +60,17 @@ def test_only_the_new_warning_is_reported_on_the_patch_that_added_it(kernel_tree
         ("tun_init", "unused variable 'init_count'")]
     assert [w["function"] for w in second["fixed_warnings"]] == ["tun_chr_open"]
     assert third["new_warnings"] == [] and third["objects"] == ["drivers/net/tun.o"]
+
+
+def test_a_patch_that_breaks_the_build_fails_with_the_error(kernel_tree, planted, results_db):
+    base, series = planted
+    head, _ = series["compile-error"]
+    code, report, _ = patchbench("build", f"{base}..{head}", "--tree", str(kernel_tree), "--results", str(results_db))
+    (job,) = report["jobs"]
+    assert code == 1 and job["status"] == "fail"
+    assert job["reason"] == "no longer compiles: drivers/net/tun.o"
+    assert [(w["kind"], w["function"]) for w in job["new_warnings"]] == [("error", "tun_init")]
+    assert "tun.c" in Path(job["log"]).read_text()
 
 
 def test_a_clean_head_boots_and_moves_packets(kernel_tree, planted, results_db):

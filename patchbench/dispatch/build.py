@@ -31,9 +31,9 @@ class Context:
 class JobFailed(Exception):
     """The job cannot go on: carries the result to report (fail or error)."""
 
-    def __init__(self, status: str, reason: str):
+    def __init__(self, status: str, reason: str, log: Path | None = None):
         super().__init__(reason)
-        self.status, self.reason = status, reason
+        self.status, self.reason, self.log = status, reason, log
 
 
 def key_of(target: Target) -> str:
@@ -54,9 +54,10 @@ def configured(target: Target, commit: str, ctx: Context, log: Path, timeout: fl
         ctx.progress.stage("configure")
         failed, check = kbuild.configure(target.config, log=log, timeout=timeout, on_line=ctx.progress.line)
         if failed is not None:
-            raise JobFailed("error", "configuring the kernel failed" + (" (timed out)" if failed.timed_out else ""))
+            raise JobFailed("error", "configuring the kernel failed" + (" (timed out)" if failed.timed_out else ""),
+                            log)
         if check.missing:
-            raise JobFailed("error", f"Kconfig did not keep {check.describe()}")
+            raise JobFailed("error", f"Kconfig did not keep {check.describe()}", log)
         yield kbuild
 
 
@@ -91,7 +92,7 @@ def _compile(kbuild: Kbuild, objects: list[str], log: Path, job: ObjectsJob,
         (kbuild.slot.obj / obj).unlink(missing_ok=True)  # an up-to-date object would print no warnings
     done = kbuild.make(objects, log=log, timeout=job.timeout, diagnostics=True, on_line=ctx.progress.line)
     if done.timed_out:
-        raise JobFailed("fail", f"compiling timed out after {job.timeout:.0f} s")
+        raise JobFailed("fail", f"compiling timed out after {job.timeout:.0f} s", log)
     built = {obj for obj in objects if (kbuild.slot.obj / obj).exists()}
     return warnings.parse(done.output, str(kbuild.slot.src)), built
 
@@ -152,11 +153,11 @@ def run_kernel(job: KernelJob, ctx: Context) -> JobResult:
         ctx.progress.stage("make bzImage")
         done = kbuild.make(["bzImage"], log=log, timeout=job.timeout, on_line=ctx.progress.line)
         if done.timed_out:
-            raise JobFailed("fail", f"kernel build timed out after {job.timeout:.0f} s")
+            raise JobFailed("fail", f"kernel build timed out after {job.timeout:.0f} s", log)
         if done.returncode != 0:
             errors = [d for d in warnings.parse(done.output, str(kbuild.slot.src)) if d.kind == "error"]
             raise JobFailed("fail", "kernel build failed" + (f": {errors[0].file}: {errors[0].message}"
-                                                             if errors else ""))
+                                                             if errors else ""), log)
         image.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(kbuild.slot.obj / "arch/x86/boot/bzImage", image)
         result.image = str(image)

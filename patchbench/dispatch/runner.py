@@ -63,7 +63,8 @@ class LocalRunner:
                 result = run_boot(job, ctx)
         except JobFailed as failed:
             result = JobResult(job.kind, job.patch, job.commit, failed.status, time.monotonic() - start,
-                               reason=failed.reason, scope=_scope(job))
+                               reason=failed.reason, scope=_scope(job),
+                               log=str(failed.log) if failed.log else None)
         except OSError as exc:  # the machine could not run the job (disk, missing tool, permissions)
             result = JobResult(job.kind, job.patch, job.commit, "error", time.monotonic() - start,
                                reason=str(exc), scope=_scope(job))
