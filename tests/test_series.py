@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from patchbench.errors import BadInput
+from patchbench.mail import read_mails
 from patchbench.mail.sources import iter_raw_messages
 from patchbench.series import load_series
 from tests.conftest import require_tool
@@ -359,3 +360,10 @@ def test_real_git_format_patch_directory(tmp_path):
         (tmp_path / "p.diff").write_text(patch.diff)
         run("apply", "--index", str(tmp_path / "p.diff"))
     assert (repo / "new.c").exists() and (repo / "ring.c").read_text() == "int ring;\nint tail;\n"
+
+
+def test_mh_folder_numbered_files_in_numeric_order(tmp_path):
+    """An MH folder: files 1..N without suffix; 10 must come after 9, not after 1."""
+    for number in range(1, 13):
+        (tmp_path / str(number)).write_bytes(b"From: x@example.org\nSubject: note %d\n\nnothing\n" % number)
+    assert [m.subject for m in read_mails(str(tmp_path))] == [f"note {n}" for n in range(1, 13)]

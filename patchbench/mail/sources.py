@@ -65,9 +65,14 @@ def _read_directory(path: Path) -> Iterator[bytes]:
     else:
         files = [f for f in path.iterdir() if f.name.lower().endswith(_DIRECTORY_SUFFIXES)]
         files = files or list(path.iterdir())  # no known suffix: take every file
-    # format-patch names (0001-...) and maildir names (timestamp first) both sort into sending order
-    for file in sorted(f for f in files if f.is_file() and not f.name.startswith(".")):
+    # format-patch names (0001-...), maildir names (timestamp first) and MH numbers (1, 2, ... 10)
+    # all sort into sending order when runs of digits compare as numbers
+    for file in sorted((f for f in files if f.is_file() and not f.name.startswith(".")), key=_natural_order):
         yield from _read_file(file)
+
+
+def _natural_order(path: Path) -> list:
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", path.name)]
 
 
 def _read_file(path: Path) -> Iterator[bytes]:
