@@ -43,6 +43,13 @@ _UNLOCK = re.compile(r"^(spin_unlock\w*|raw_spin_unlock\w*|mutex_unlock)$")
 _TX_LOCK = re.compile(r"^(__netif_tx_lock\w*|netif_tx_lock\w*)$")
 _TX_UNLOCK = re.compile(r"^(__netif_tx_unlock\w*|netif_tx_unlock\w*)$")
 TX_LOCK = "netdev_queue._xmit_lock"
+# Full barriers, and calls that imply one (value-returning atomics, virtio's re-arm).
+_BARRIER = re.compile(r"^(smp_mb|mb|smp_mb__after_atomic|smp_mb__before_atomic|smp_store_mb|"
+                      r"atomic\w*_return\w*|atomic_(dec|inc|sub)_and_test|atomic\w*_fetch_\w*|"
+                      r"test_and_(set|clear)_bit|cmpxchg\w*|xchg\w*|atomic\w*_cmpxchg|"
+                      r"virtqueue_enable_cb_delayed|virtqueue_enable_cb|virtqueue_poll|synchronize_\w+)$")
+_STOPPED_TEST = re.compile(r"^(netif_queue_stopped|netif_tx_queue_stopped|__netif_subqueue_stopped|"
+                           r"netif_subqueue_stopped|netif_xmit_stopped)$")
 _ANY_STOP = re.compile(rb"\bnetif_(tx_)?stop_|\bnetif_(subqueue|txq)_(try|maybe)_stop")
 _RING_PRODUCE = re.compile(r"^(__ptr_ring_produce|ptr_ring_produce\w*|skb_array_produce\w*)$")
 _RESTART = re.compile(r"^(netif_(tx_)?(start|wake)_(sub)?queue|netif_txq_maybe_wake|__netif_txq_maybe_wake)$")
@@ -141,6 +148,7 @@ def _analyse(model: FileModel) -> list[Verdict]:
     names = {s.function.name for s in stops} | {w.function.name for w in wakes}
     facts = _QueueFacts(model, found, stops, _publishers(model))
     results = summaries.solve(model, names, lambda _: facts)
+    barriers = _barrier_functions(model)
     # a stop undone by a start on every path out of its function only serialises the xmit
     stops = [s for s in stops if any(("stopped", s.call.start) in state
                                      for state in results[s.function.name].exits)]
@@ -156,8 +164,7 @@ def _analyse(model: FileModel) -> list[Verdict]:
         same = [w for w in wakes if _same_queue(stop, w, found)]
         if same:
             lost = _lost_wakeup(stop, same, results, facts, sides)
-            if lost:
-                verdicts.append(lost)
+            verdicts.extend([lost] if lost else _unordered(model, stop, same, results, barriers))
             continue
         if any(_same_queue(stop, start, found) for start in starts):
             continue  # reported at the start that should have been a wake
@@ -218,11 +225,65 @@ def _lost_wakeup(stop: QueueSite, wakes: list[QueueSite], results: dict[str, sum
 
 
 def _rechecked(stop: QueueSite, result: flow.FlowResult) -> bool:
-    """Some path from the stop reaches a start or wake of the same queue in the same function."""
-    return any(("stopped", stop.call.start) in state
-               for call, states in result.at_call.items()
-               if call.start > stop.call.start and _RESTART.match(call.name)
-               for state in states)
+    return bool(_rechecks(stop, result))
+
+
+def _rechecks(stop: QueueSite, result: flow.FlowResult) -> list[CallSite]:
+    """Starts or wakes that some path from the stop reaches in the same function."""
+    return [call for call, states in result.at_call.items()
+            if call.start > stop.call.start and _RESTART.match(call.name)
+            and any(("stopped", stop.call.start) in state for state in states)]
+
+
+def _unordered(model: FileModel, stop: QueueSite, wakes: list[QueueSite],
+               results: dict[str, summaries.Summary], barriers: set[str]) -> list[Verdict]:
+    """A driver that re-checks after its stop (pattern (ii) of RULES.md) needs full barriers on
+    both sides: between the stop and its re-check, and on the completion side between publishing
+    the new ring index and testing whether the queue is stopped (unless a lock orders them)."""
+    if stop.spelling in SELF_CHECKING_STOPS:
+        return []
+    rechecks = _rechecks(stop, results[stop.function.name].result)
+    if not rechecks:
+        return []
+    verdicts = []
+    first = min(call.start for call in rechecks)
+    if not _barrier_before(stop.function, first, barriers):
+        verdicts.append(Verdict(STOP_UNMATCHED, stop, (
+            f"{stop.spelling}() is re-checked with no full barrier (smp_mb()) between the stop and "
+            "the re-check: the ring read can pass the stop, and a completion that ran meanwhile "
+            "saw a running queue, so the wake-up is lost"), "warning"))
+    for wake in wakes:
+        tests = [c for c in wake.function.calls if _STOPPED_TEST.match(c.name) and c.start < wake.call.start]
+        if not tests or _locks_at(results, wake) or \
+                _ordered_before(model, wake.function, tests[-1].start, barriers):
+            continue
+        verdicts.append(Verdict(STOP_UNMATCHED, wake, (
+            f"{tests[-1].name}() is tested before {wake.spelling}() with no full barrier after the "
+            f"ring index is published: a concurrent {stop.function.name}() stop can be missed and "
+            "the queue stays stopped"), "warning"))
+    return verdicts
+
+
+def _barrier_before(function: Function, offset: int, barriers: set[str]) -> bool:
+    return any(c.start < offset and (_BARRIER.match(c.name) or c.name in barriers) for c in function.calls)
+
+
+def _ordered_before(model: FileModel, function: Function, offset: int, barriers: set[str],
+                    depth: int = 0) -> bool:
+    """A full barrier runs before offset in the function, or before every in-file call of it
+    (a wake helper called right after its caller's smp_mb())."""
+    if _barrier_before(function, offset, barriers):
+        return True
+    sites = model.callers.get(function.name, [])
+    if depth >= 2 or not sites or model.has_unknown_callers(function.name):
+        return False
+    return all(site.function in model.functions and _ordered_before(
+        model, model.functions[site.function], site.start, barriers, depth + 1) for site in sites)
+
+
+def _barrier_functions(model: FileModel) -> set[str]:
+    """In-file functions that (transitively) execute a full barrier."""
+    return _closure(model, lambda f: any(_BARRIER.match(c.name) for c in f.calls))
 
 
 def _locks_at(results: dict[str, summaries.Summary], wake: QueueSite) -> set[str]:
@@ -243,15 +304,20 @@ def _consumer_locks(facts: _QueueFacts, sides: Sides) -> set[str]:
 
 def _publishers(model: FileModel) -> set[str]:
     """In-file functions that (transitively) publish work to the completer."""
-    publishers = {name for name, f in model.functions.items() if any(PUBLISH.match(c.name) for c in f.calls)}
+    return _closure(model, lambda f: any(PUBLISH.match(c.name) for c in f.calls))
+
+
+def _closure(model: FileModel, direct) -> set[str]:
+    """Functions for which direct(function) holds, and the in-file functions that call them."""
+    found = {name for name, f in model.functions.items() if direct(f)}
     changed = True
     while changed:
         changed = False
         for name, function in model.functions.items():
-            if name not in publishers and any(c.name in publishers for c in function.calls):
-                publishers.add(name)
+            if name not in found and any(c.name in found for c in function.calls):
+                found.add(name)
                 changed = True
-    return publishers
+    return found
 
 
 _INCLUDE = re.compile(rb'^#\s*include\s+"([^"]+)"', re.M)
