@@ -131,13 +131,21 @@ LOCK_SIDE_EFFECT = {"_bh": "bh", "_irq": "irq", "_irqsave": "irq", "_irqrestore"
 # Preconditions stated by the function: comments, annotations, asserts.
 PRECONDITION_COMMENT = re.compile(
     r"(called|invoked|must be called|caller must hold|hold(s|ing)?)\s.{0,30}rcu_read_lock|"
-    r"under rcu(_| )read|with rcu_read_lock|rcu read[- ]side|under (the )?rcu\b|"
-    r"rcu_read_lock\(\) held|(called|invoked|be|run(s)?)\s+(with(in)?|in|inside|under)\s+(an? )?"
-    r"(rcu|rcu_read_lock|rcu read lock)\b|rcu (read )?(lock|critical section) (is )?held|"
-    r"in rcu (critical|read)", re.I | re.S)
+    r"under rcu(_| )read|with rcu_read_lock|rcu read[- ]side|rcu_read_lock\(\) held|"
+    # "Caller must hold RCU or RTNL", "called from RCU-critical section", "protected by RCU",
+    # "inside rcu_read_lock()"; not "after an RCU grace period", "rcu_head", "call_rcu()".
+    r"\b(called|invoked|caller|callers|must|hold|holds|holding|held|with|under|within|inside|"
+    r"from|protected by|locked by|responsible)\b[^.;:()]{0,40}?"
+    r"\brcu(_read_lock\b|_read_\[un\]lock|[-_ ]?read[-_ ]?(side|lock)|"
+    r"[- ]?(critical|protected|locked|lock|reader)|"
+    r"\b(?![-_ ]?(grace|head|callback|primitive|assign|field|pointer|sync|free|walk|list|safe|"
+    r"protection|manner|way|work|barrier|rules)))|"
+    r"\brcu[_ ]read[_ ]lock(\(\))?\s+(is\s+|must\s+be\s+|needs\s+to\s+be\s+)?(held|hold)",
+    re.I | re.S)
 RTNL_COMMENT = re.compile(
     r"(rtnl|rtnl_lock|rtnl lock)(\(\))? (must be |is |should be )?held|(under|with|holding|hold(s)?) "
-    r"(the )?(rtnl|rtnl_lock|rtnl lock)\b|caller.{0,20}\brtnl\b", re.I | re.S)
+    r"(the )?(rtnl|rtnl_lock|rtnl lock)\b|caller.{0,20}\brtnl\b|protected by (the )?rtnl\b",
+    re.I | re.S)
 RCU_ASSERTS = frozenset({"rcu_read_lock_held", "rcu_read_lock_bh_held", "rcu_read_lock_sched_held",
                          "rcu_read_lock_any_held", "lockdep_assert_in_rcu_read_lock",
                          "lockdep_assert_in_rcu_reader", "RCU_LOCKDEP_WARN"})
