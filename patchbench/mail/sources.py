@@ -116,10 +116,11 @@ def split_mbox(lines: Iterable[bytes]) -> Iterator[bytes]:
         if line.startswith(b"From ") and (previous_blank or _MBOX_DATED_FROM.match(line)):
             held_separator = line
             continue
-        if not message and not line.strip():
+        blank = line.isspace() or not line
+        if blank and not message:
             continue  # leading blank lines before the first header
         message.append(line)
-        previous_blank = not line.strip()
+        previous_blank = blank
     if held_separator is not None:
         message.append(held_separator)
     if _has_content(message):
