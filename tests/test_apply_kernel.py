@@ -125,7 +125,8 @@ def test_conflicting_series_names_the_patch_and_file_and_keeps_what_applied(work
     assert RepoState.of(user_repo) == before
 
 
-def test_sigterm_mid_apply_leaves_the_users_repository_as_it_was(workspace, user_repo, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_a_signal_mid_apply_leaves_the_users_repository_as_it_was(workspace, user_repo, tmp_path, signum):
     before = RepoState.of(user_repo)
     scratch = tmp_path / "tmp"
     scratch.mkdir()
@@ -135,7 +136,7 @@ def test_sigterm_mid_apply_leaves_the_users_repository_as_it_was(workspace, user
     deadline = time.monotonic() + 60
     while not any(scratch.iterdir()) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert stderr.decode().strip() == "patchbench: error: interrupted"
