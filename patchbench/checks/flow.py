@@ -57,7 +57,7 @@ class Transfer:
     tags them with
     ("branch", "x", True/False); a later `if (x)` sends each tagged state down its own branch only,
     so `if (lock) spin_lock(l); ... if (lock) spin_unlock(l);` is balanced. Assigning a variable
-    named in x drops its tags.
+    named in x, or passing its address to a call, drops its tags; `x = true/false/NULL` tags it.
     """
 
     correlate_branches = False
@@ -109,7 +109,12 @@ def intersection(states: Iterable[frozenset]) -> frozenset:
 
 
 # Calls that are compile-time constants: conditions made of them can be correlated.
-_CONSTANT_MACROS = frozenset({"IS_ENABLED", "IS_BUILTIN", "IS_MODULE", "IS_REACHABLE"})
+# Calls that read without changing anything a later test of the same condition would see.
+_CONSTANT_MACROS = frozenset({"IS_ENABLED", "IS_BUILTIN", "IS_MODULE", "IS_REACHABLE",
+                              "static_branch_likely", "static_branch_unlikely", "static_key_enabled",
+                              "static_key_false", "static_key_true", "test_bit", "in_softirq",
+                              "in_interrupt", "in_irq", "in_task", "in_serving_softirq"})
+_KNOWN_TRUTH = {"true": True, "1": True, "false": False, "0": False, "NULL": False}
 _SIDE_EFFECT = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--")
 _LOOPS = ("while_statement", "for_statement", "do_statement")
 _SKIPPED = ("comment", "type_definition", "struct_specifier", "enum_specifier", "union_specifier",
@@ -228,8 +233,8 @@ class _Walker:
         tag = self.branch_tag(condition)
         if tag is not None and out != not_taken:
             text, truth = tag
-            out = {state | {("branch", text, truth)} for state in out}
-            not_taken = {state | {("branch", text, not truth)} for state in not_taken}
+            out = {_tagged(state, text, truth) for state in out}
+            not_taken = {_tagged(state, text, not truth) for state in not_taken}
         return out | not_taken
 
     def branch_tag(self, condition: tree_sitter.Node | None) -> tuple[str, bool] | None:
@@ -338,6 +343,10 @@ class _Walker:
         seen |= states
         if call.name in NORETURN:
             return set()
+        if self.transfer.correlate_branches:
+            for argument in call.args:   # foo(&flag) may change flag
+                if argument.startswith("&") and argument[1:].isidentifier():
+                    states = self.forget(argument[1:], states)
         return {self.transfer.call(state, call) for state in states}
 
     def assign(self, target: str, value: tree_sitter.Node | None, states: set) -> set:
@@ -351,11 +360,18 @@ class _Walker:
         else:
             self.tested.pop(target, None)
         if self.transfer.correlate_branches:
-            word = re.compile(rf"\b{re.escape(target)}\b")
-            states = {frozenset(f for f in state if not (isinstance(f, tuple) and f[0] == "branch"
-                                                         and word.search(f[1])))
-                      for state in states}
+            states = self.forget(target, states)
+            known = _KNOWN_TRUTH.get(squeeze(self.text(inner)))
+            if known is not None:   # `locked = true;`: a later `if (locked)` knows its branch
+                states = {state | {("branch", target, known)} for state in states}
         return {self.transfer.assign(state, target, value, self.function) for state in states}
+
+    def forget(self, variable: str, states: set) -> set:
+        """Drop the branch tags of conditions that mention `variable` (it changed)."""
+        word = re.compile(rf"\b{re.escape(variable)}\b")
+        return {frozenset(f for f in state
+                          if not (isinstance(f, tuple) and f[0] == "branch" and word.search(f[1])))
+                for state in states}
 
     def condition(self, node: tree_sitter.Node | None, states: set) -> tuple[set, set]:
         """(states where the condition is true, states where it is false)."""
@@ -415,6 +431,13 @@ class _Walker:
 
     def text(self, node: tree_sitter.Node) -> str:
         return node.text.decode("utf-8", "replace") if node.text is not None else ""
+
+
+def _tagged(state: frozenset, text: str, truth: bool) -> frozenset:
+    """state with ("branch", text, truth), unless a branch assigned it already (`held = true;`)."""
+    if ("branch", text, not truth) in state or ("branch", text, truth) in state:
+        return state
+    return state | {("branch", text, truth)}
 
 
 def _unwrap(node: tree_sitter.Node) -> tree_sitter.Node:

@@ -161,16 +161,19 @@ class LockTransfer(flow.Transfer):
         return state - {("held", self.model.canonical(function, expression))}
 
     def callee_effect(self, state: frozenset, call: CallSite) -> frozenset:
+        """A callee that exits holding a lock on every path takes it; one that releases a lock
+        its caller took, on every path, releases it."""
         summary = self.summaries.get(call.name)
         if summary is None or call.name == call.function or not summary.exits:
             return state
-        exits = flow.intersection(summary.exits)
-        for fact in exits - summary.entry:
-            if fact[0] == "held" and ("caller", fact[1]) not in exits:
-                state = state | {fact}
-            elif fact[0] == "caller" and not any(("held", fact[1]) in s for s in summary.exits):
-                state = state - {("held", fact[1])} if ("held", fact[1]) in state \
-                    else state | {fact}
+        always = flow.intersection(summary.exits)
+        ever_held = frozenset().union(*summary.exits)
+        for fact in always:
+            kind, key = fact[0], fact[1]
+            if kind == "held" and ("caller", key) not in always and ("held", key) not in summary.entry:
+                state = state | {("held", key)}
+            elif kind == "caller" and ("held", key) not in ever_held:
+                state = state - {("held", key)} if ("held", key) in state else state | {("caller", key)}
         return state
 
 

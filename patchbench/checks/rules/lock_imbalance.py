@@ -1,10 +1,14 @@
 """lock-imbalance: a lock taken in a function is still held at one of its returns.
 
-Accepted, not findings: a lock held at returns of a function meant to return it held (a lock
-wrapper: `__acquires`, a name like foo_lock(), a comment "returns with ... held"; when held at
-EVERY return, also a seq_file `.start` or a function with in-file callers, which release it); a lock held only on the returns that report success (`return true`, a pointer) and not on
-those that report failure (`return false/NULL/-EINVAL`): the trylock shape; locks released here
-that the caller took; `guard()` locks, which the compiler releases.
+Accepted, not findings:
+- a function meant to return with the lock: `__acquires`, a name like foo_lock()/foo_trylock(),
+  a comment "returns with ... held";
+- a lock held at EVERY return of a function that someone else continues: it has in-file callers,
+  is registered as a callback (pre_doit/post_doit, pre_reset/post_reset pairs) or is exported;
+- a lock held only on the returns that report success and released on those that report failure,
+  judged by the return type (0 or a count for int, true for bool, a pointer, against -EINVAL,
+  false, NULL, ERR_PTR()): the trylock and lookup-locked shapes;
+- locks released here that the caller took, and `guard()` locks, which the compiler releases.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import Iterable
 
 from patchbench.checks import cparse, engine, locks, summaries
 from patchbench.checks.finding import Finding
-from patchbench.checks.model import FileModel, Function
+from patchbench.checks.model import FileModel, Function, squeeze
 
 ID = "lock-imbalance"
 SEVERITY = "error"
@@ -23,10 +27,9 @@ MESSAGE = "a lock taken in the function is not released on some return path"
 # Names of functions meant to return with a lock held: foo_lock(), foo_lock_irqsave(), foo_trylock(), ...
 _WRAPPER_NAME = re.compile(r"(^|_)(try)?lock(_bh|_irq\w*|_nested|_shared|_exclusive|_all)?$"
                            r"|lock_sock$|_(acquire|get|begin|start|enter|hold)$", re.IGNORECASE)
-_WRAPPER_REGISTRATIONS = {"start", "seq_start"}
 # "Returns with the lock held", "leaves rtnl locked": the function comment says it is meant.
 _DOCUMENTED = re.compile(r"\b(returns?|exits?|leaves?|left)\b[^.]{0,60}\b(held|locked)\b", re.IGNORECASE)
-_FAILURE = re.compile(r"^(NULL|false|0|ERR_PTR\(.*\)|-E\w+|-\d+|-?\w*err\w*|ret)$")
+_FAILURE = re.compile(r"^(NULL|false|ERR_PTR\(.*\)|-E\w+|-\d+)$")
 
 
 def check(model: FileModel) -> Iterable[Finding]:
@@ -73,19 +76,47 @@ def _intended(model: FileModel, function: Function, key: str, holding, releasing
     acquires = locks.annotated_keys(model, function, "__acquires")
     if key in acquires or _WRAPPER_NAME.search(function.name) or _DOCUMENTED.search(function.comment):
         return True
-    if not releasing:
-        return bool(model.registrations.get(function.name, set()) & _WRAPPER_REGISTRATIONS
-                    or model.callers.get(function.name))
-    held_values = {_returned(model, node) for node, _ in holding}
-    free_values = {_returned(model, node) for node, _ in releasing}
-    return (all(v is not None and not _FAILURE.match(v) for v in held_values)
-            and all(v is not None and _FAILURE.match(v) for v in free_values))
+    if not releasing:   # never released here: it is handed to whoever calls or registered this
+        return bool(model.has_unknown_callers(function.name) or model.callers.get(function.name))
+    kind = _return_kind(model, function)
+    if not all(_outcome(kind, node, state) == "success" for node, state in holding):
+        return False
+    # an int function may also return 0 early by mistake: its unlocking returns must be errors
+    return kind != "int" or all(_outcome(kind, node, state) == "failure" for node, state in releasing)
 
 
-def _returned(model: FileModel, node) -> str | None:
+def _return_kind(model: FileModel, function: Function) -> str:
+    """"pointer", "bool", "void" or "int": what the function's return values can mean."""
+    declarator = function.node.child_by_field_name("declarator")
+    if declarator is not None and declarator.type == "pointer_declarator":
+        return "pointer"
+    spelled = model.text(function.node.child_by_field_name("type") or function.node)
+    return "bool" if spelled == "bool" else "void" if spelled == "void" else "int"
+
+
+def _outcome(kind: str, node, state: frozenset) -> str | None:
+    """Whether a return reports success or failure on this path; None when it cannot be told.
+    A value tested on the way (`if (!p) { unlock; }` then `return p;`) is known on each path."""
+    value = _returned(node)
+    if value is None:
+        return None
+    for truth in (False, True):
+        if ("branch", value, truth) in state:   # zero is success for an int, failure otherwise
+            return "success" if (kind == "int") != truth else "failure"
+    if _FAILURE.match(value) or (kind in ("bool", "pointer") and value == "0"):
+        return "failure"
+    if kind == "bool":
+        return "success" if value in ("true", "1") else None
+    if kind == "pointer":
+        return "success"
+    return "success" if re.fullmatch(r"\d+", value) else None
+
+
+def _returned(node) -> str | None:
+    """The returned expression's text without spaces (None for `return;` or falling off the end)."""
     if node.type != "return_statement" or node.named_child_count == 0:
         return None
-    return cparse.node_text(model.source, node.named_children[0]).strip()
+    return squeeze(node.named_children[0].text.decode("utf-8", "replace"))
 
 
 def _spelling(model: FileModel, function: Function, key: str) -> str:
