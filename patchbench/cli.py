@@ -27,25 +27,23 @@ def _sigterm_as_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="patchbench", description=__doc__.splitlines()[0])
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    parser = _Parser(prog="patchbench", description="Read, apply, check, build and boot Linux kernel patch series.")
     parser.add_argument("--version", action="version", version=f"patchbench {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"patchbench.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"patchbench.commands.{name}":
-                raise
-            continue  # a stage not built yet
-        module.add_parser(subparsers)
+    # Import only the command being run: the stages' imports (git, tree-sitter, rich) cost more than
+    # a small series takes to apply. Help and usage errors list every command.
+    named = [word for word in argv if word in COMMANDS][:1]
+    for name in named or COMMANDS:
+        importlib.import_module(f"patchbench.commands.{name}").add_parser(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
-        args = build_parser().parse_args(argv)
+        argv = sys.argv[1:] if argv is None else argv
+        args = build_parser(argv).parse_args(argv)
         return args.func(args)
     except BadInput as exc:
         print(f"patchbench: error: {exc}", file=sys.stderr)
