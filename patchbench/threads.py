@@ -15,6 +15,7 @@ from patchbench.mail.subject import Subject, parse_subject
 # Unthreaded parts of one posting arrive within minutes; a day is generous and still keeps
 # reposts of the same version apart when their counters collide.
 _UNTHREADED_WINDOW = timedelta(hours=24)
+_KEPT_REFERENCES = 4
 
 
 @dataclass(slots=True)
@@ -25,7 +26,7 @@ class Item:
     subject: Subject
     has_diff: bool
     inbody: InBody                 # `From:`/`Subject:`/`Date:` at the top of the body
-    reply_trailers: list[str]      # trailers this mail gives, were it a reply
+    reply_trailers: tuple[str, ...]   # trailers this mail gives, were it a reply
     parent: Item | None = None
     group: Posting | None = None
 
@@ -34,8 +35,11 @@ class Item:
         text = split_patch(mail.text)
         subject = parse_subject(mail.subject)
         may_review = subject.is_reply or not text.diff   # a patch's own trailers are read later
-        given = reply_trailers(mail.text, mail.from_email, mail.from_name) if may_review else []
-        return cls(replace(mail, text=""), subject, bool(text.diff), text.inbody, given)
+        given = tuple(reply_trailers(mail.text, mail.from_email, mail.from_name)) if may_review else ()
+        # keep what threading needs: the nearest references and the root are enough to find a parent
+        references = mail.references[:1] + mail.references[1:][-_KEPT_REFERENCES:]
+        light = replace(mail, text="", subject="", references=references)
+        return cls(light, subject, bool(text.diff), text.inbody, given)
 
     @property
     def title(self) -> str:

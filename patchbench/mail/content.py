@@ -24,7 +24,7 @@ _PREREQ_CHANGE = re.compile(r"^prerequisite-change-id:\s*(\S+)\s*$", re.MULTILIN
 _PREREQ_MESSAGE = re.compile(r"^prerequisite-message-id:\s*<?([^<>\s]+)>?\s*$", re.MULTILINE)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class InBody:
     """`From:`/`Subject:`/`Date:` lines at the top of a body override the mail headers (git am)."""
 
@@ -33,11 +33,14 @@ class InBody:
     date: str | None = None
 
 
+_NO_INBODY = InBody()   # shared by the many mails without in-body headers; never modified
+
+
 @dataclass
 class PatchText:
     message: str                   # commit message: everything above the `---` (or the diff)
     diff: str                      # from the first diff header to the end; "" for no diff
-    inbody: InBody = field(default_factory=InBody)
+    inbody: InBody = _NO_INBODY
 
 
 def split_patch(text: str) -> PatchText:
@@ -77,7 +80,7 @@ def _inbody_headers(lines: list[str]) -> tuple[InBody, int]:
             position += 1
         found.setdefault(header.group(1).lower(), value.strip())
     if not found:
-        return InBody(), 0
+        return _NO_INBODY, 0
     return InBody(found.get("from"), found.get("subject"), found.get("date")), position
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 _REPLY_MARK = re.compile(r"^\s*(re|aw|fwd?|sv|antw|vs|ref)\s*(\[\d+\])?\s*:\s*", re.IGNORECASE)
 _KEYWORD = re.compile(r"^(patch|rfc|resend|pull|git|git pull)(?:[-_]?v(\d+))?$", re.IGNORECASE)
@@ -24,7 +24,6 @@ class Subject:
     tree: str | None = None          # first non-keyword word of the patch prefix: net, net-next, ...
     is_reply: bool = False
     is_patch: bool = False           # a PATCH/RFC/PULL keyword or a counter is present
-    words: list[str] = field(default_factory=list)   # every prefix word, for RESEND/RFC checks
 
 
 def parse_subject(subject: str) -> Subject:
@@ -88,8 +87,7 @@ def _read_prefix_words(words: list[str], result: Subject) -> None:
             kept.append(word)
             if not keyword and result.tree is None and not word.isdigit():
                 result.tree = word
-    result.words.extend(kept)
-    result.prefix = " ".join(result.words)
+    result.prefix = " ".join([result.prefix, *kept]).strip()
 
 
 def _of_counter(words: list[str]) -> tuple[int, int] | None:
