@@ -489,10 +489,14 @@ def _passed(origin: str) -> str:
 
 
 def _meet(contributions: list[frozenset]) -> frozenset:
-    """Facts every contribution provides (ignoring origin); "assumed" if any provides it so."""
+    """Facts every contribution provides (ignoring origin); "assumed" if any provides it so.
+    A named lock counts when some contribution holds it: a helper whose update-side condition
+    some callers meet is written for them (iwlwifi's mei handler reached without the mutex only
+    on a path that never gets to the dereference); readers and RTNL must hold on every way in."""
     def plain(fact):
         return fact[:-1]
     common = set.intersection(*({plain(f) for f in c} for c in contributions))
+    common |= {plain(f) for c in contributions for f in c if f[0] == "lock"}
     assumed = {plain(f) for c in contributions for f in c if f[-1] == "assumed"}
     if not any(f[0] == "r" and f[1] in P.KEEPS_ALIVE for f in common) and \
             all(any(f[0] == "r" and f[1] in P.KEEPS_ALIVE for f in c) for c in contributions):
