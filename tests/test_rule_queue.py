@@ -28,7 +28,7 @@ EXPECTED = {
     "tp_wrong_queue_zero.c": {(WRONG, "kite_consume")},
     "tp_stop_after_submit.c": {(STOP, "lark_start_xmit")},
     "tp_reader_no_wake.c": {(STOP, "pipit_net_xmit")},
-    "tp_recheck_no_barrier.c": {(STOP, "__martin_maybe_stop_tx"), (STOP, "martin_clean_tx_irq")},
+    "tp_recheck_no_barrier.c": {(STOP, "__martin_maybe_stop_tx")},
     # correct shapes that naive matching flags
     "ok_wrapper_from_napi.c": set(),
     "ok_recheck_start.c": set(),
