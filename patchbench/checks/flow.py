@@ -53,8 +53,8 @@ class Transfer:
     """The semantics a rule gives to calls and tests. Override what you need.
 
     With `correlate_branches = True` (frozenset states only), an `if (x)` on a condition without
-    calls (or only IS_ENABLED()-like ones) or side effects, whose branches leave different states,
-    tags them with
+    calls (or only IS_ENABLED()-like ones) or side effects, whose branches leave different states
+    (or leave by break, goto or return), tags them with
     ("branch", "x", True/False); a later `if (x)` sends each tagged state down its own branch only,
     so `if (lock) spin_lock(l); ... if (lock) spin_unlock(l);` is balanced. Assigning a variable
     named in x, or passing its address to a call, drops its tags; `x = true/false/NULL` tags it.
@@ -114,6 +114,8 @@ _CONSTANT_MACROS = frozenset({"IS_ENABLED", "IS_BUILTIN", "IS_MODULE", "IS_REACH
                               "static_branch_likely", "static_branch_unlikely", "static_key_enabled",
                               "static_key_false", "static_key_true", "test_bit", "in_softirq",
                               "in_interrupt", "in_irq", "in_task", "in_serving_softirq"})
+# Names of calls that only answer a question about their argument (mlx4_is_mfunc(dev)).
+_PREDICATE = re.compile(r"(^|_)(is|has|can|should|needs?|uses?)_|_(enabled|supported|capable)$")
 _KNOWN_TRUTH = {"true": True, "1": True, "false": False, "0": False, "NULL": False}
 _SIDE_EFFECT = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--")
 _LOOPS = ("while_statement", "for_statement", "do_statement")
@@ -226,15 +228,21 @@ class _Walker:
     def if_statement(self, node: tree_sitter.Node, states: set) -> set:
         condition = node.child_by_field_name("condition")
         taken, not_taken = self.condition(condition, states)
+        tag = self.branch_tag(condition)
+        if tag is not None:   # tagged on entry, so that paths leaving by break/goto/return keep it
+            text, truth = tag
+            taken = {_tagged(state, text, truth) for state in taken}
+            not_taken = {_tagged(state, text, not truth) for state in not_taken}
         out = self.statement(node.child_by_field_name("consequence"), taken)
         alternative = node.child_by_field_name("alternative")
         if alternative is not None:
             not_taken = self.statement(alternative, not_taken)
-        tag = self.branch_tag(condition)
-        if tag is not None and out != not_taken:
-            text, truth = tag
-            out = {_tagged(state, text, truth) for state in out}
-            not_taken = {_tagged(state, text, not truth) for state in not_taken}
+        if tag is not None:
+            tags = {("branch", text, True), ("branch", text, False)}
+            untagged_out = {state - tags for state in out}
+            untagged_not_taken = {state - tags for state in not_taken}
+            if untagged_out == untagged_not_taken:
+                return untagged_out   # the branches agree: forget the test
         return out | not_taken
 
     def branch_tag(self, condition: tree_sitter.Node | None) -> tuple[str, bool] | None:
@@ -244,7 +252,8 @@ class _Walker:
         node, truth = _unwrap(condition), True
         while node.type == "unary_expression" and self.operator(node) == "!":
             node, truth = _unwrap(node.child_by_field_name("argument")), not truth
-        if any(c.name not in _CONSTANT_MACROS for c in self.function.calls_within(node)):
+        if any(c.name not in _CONSTANT_MACROS and not _PREDICATE.search(c.name)
+               for c in self.function.calls_within(node)):
             return None
         text = squeeze(self.text(node))
         return None if _SIDE_EFFECT.search(text) else (text, truth)

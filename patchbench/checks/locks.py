@@ -7,6 +7,7 @@ Facts (in frozenset states):
 - ("caller", key): the lock belongs to the caller: it was released here without being taken here,
   or the function states it holds it on entry (`__must_hold`, `lockdep_assert_held`).
 - ("scoped", key): taken by `guard(...)`, released by the compiler at the end of the scope.
+- ("released", key): taken and released again on this path.
 
 `LockTransfer(model, summaries)` also gives calls of in-file functions their summarised effect:
 a callee that exits holding a lock on every path (a lock wrapper) takes it for its caller, and one
@@ -139,7 +140,7 @@ class LockTransfer(flow.Transfer):
             return state | {("held", key), ("caller", key)}
         if op.action == "release":
             if ("held", key) in state:
-                return state - {("held", key)}
+                return (state - {("held", key)}) | {("released", key)}
             return state | {("caller", key)}
         return state
 
@@ -170,10 +171,11 @@ class LockTransfer(flow.Transfer):
         ever_held = frozenset().union(*summary.exits)
         for fact in always:
             kind, key = fact[0], fact[1]
+            mine = self.model.at_call_site(key, summary.function, call) if kind in ("held", "caller") else key
             if kind == "held" and ("caller", key) not in always and ("held", key) not in summary.entry:
-                state = state | {("held", key)}
+                state = state | {("held", mine)}
             elif kind == "caller" and ("held", key) not in ever_held:
-                state = state - {("held", key)} if ("held", key) in state else state | {("caller", key)}
+                state = state - {("held", mine)} if ("held", mine) in state else state | {("caller", mine)}
         return state
 
 

@@ -108,6 +108,7 @@ class Function:
     comment: str                   # the comment block right above the definition ("" if none)
     body_comment: str              # the first comment inside the body ("" if none)
     annotations: list[tuple[str, str]] = field(default_factory=list)  # ("__must_hold", "&q->lock")
+    params: list[str] = field(default_factory=list)          # parameter names, in order
     types: dict[str, str] = field(default_factory=dict)      # variable -> struct/typedef name
     aliases: dict[str, str] = field(default_factory=dict)    # local -> squeezed value assigned once
     calls: list[CallSite] = field(default_factory=list)      # in evaluation order (by end byte)
@@ -216,10 +217,11 @@ class FileModel:
         return cparse.node_text(self.source, node)
 
     def has_unknown_callers(self, name: str) -> bool:
-        """True when callers outside this file's call graph may exist (pointers, other files)."""
+        """True when callers outside this file's call graph may exist (pointers, other files,
+        any function of a header)."""
         function = self.functions.get(name)
-        return (function is None or not function.is_static or name in self.address_taken
-                or name in self.registrations)
+        return (function is None or not function.is_static or self.path.endswith(".h")
+                or name in self.address_taken or name in self.registrations)
 
     def only_reached_from(self, name: str, kinds: set[str]) -> bool:
         """Every way into the function is a registration of one of `kinds` ("napi_poll", ...),
@@ -239,6 +241,16 @@ class FileModel:
             return all(c.function and reached(c.function) for c in callers)
 
         return reached(name)
+
+    def at_call_site(self, key: str, callee: Function, call: CallSite) -> str:
+        """A callee's access-path key seen from its caller: the root standing for one of the
+        callee's parameters becomes that argument (`hso_shared_int.lock` for a parameter
+        `struct hso_shared_int *p` called with `serial->shared_int` -> "hso_serial.shared_int.lock")."""
+        root, rest = _split_root(key)
+        for index, param in enumerate(callee.params):
+            if index < len(call.args) and root in (param, callee.types.get(param)):
+                return self.canonical(self.functions.get(call.function), call.args[index]) + rest
+        return key
 
     def canonical(self, function: Function | None, expr: str) -> str:
         """One key for an access path: `&q->ring`, `q->ring`, `ring` (= &q->ring) -> "queue.ring"."""
@@ -339,8 +351,18 @@ def _function(source: bytes, node: tree_sitter.Node) -> Function | None:
         start_line=node.start_point[0] + 1, end_line=node.end_point[0] + 1,
         is_static=bool(re.search(r"\bstatic\b", header[:header.find(name)])),
         comment=_comment_above(source, node), body_comment=_first_body_comment(source, body),
-        annotations=_annotations(header))
+        annotations=_annotations(header), params=_params(source, declarator))
     return function
+
+
+def _params(source: bytes, declarator: tree_sitter.Node) -> list[str]:
+    while declarator is not None and declarator.type != "function_declarator":
+        declarator = declarator.child_by_field_name("declarator")
+    parameters = declarator.child_by_field_name("parameters") if declarator is not None else None
+    if parameters is None:
+        return []
+    return [_declared_name(p.child_by_field_name("declarator"), source) or ""
+            for p in parameters.named_children if p.type == "parameter_declaration"]
 
 
 def _annotations(header: str) -> list[tuple[str, str]]:

@@ -76,13 +76,15 @@ def _intended(model: FileModel, function: Function, key: str, holding, releasing
     acquires = locks.annotated_keys(model, function, "__acquires")
     if key in acquires or _WRAPPER_NAME.search(function.name) or _DOCUMENTED.search(function.comment):
         return True
-    if not releasing:   # never released here: it is handed to whoever calls or registered this
+    if not any(("released", key) in state for _, state in releasing):
+        # never released here (the other returns never took it): handed to whoever calls this
         return bool(model.has_unknown_callers(function.name) or model.callers.get(function.name))
     kind = _return_kind(model, function)
     if not all(_outcome(kind, node, state) == "success" for node, state in holding):
         return False
-    # an int function may also return 0 early by mistake: its unlocking returns must be errors
-    return kind != "int" or all(_outcome(kind, node, state) == "failure" for node, state in releasing)
+    # an int function may also return 0 early by mistake: where it unlocked, it must report errors
+    return kind != "int" or all(_outcome(kind, node, state) == "failure" for node, state in releasing
+                                if ("released", key) in state)
 
 
 def _return_kind(model: FileModel, function: Function) -> str:
