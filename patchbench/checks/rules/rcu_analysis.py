@@ -289,7 +289,6 @@ def _section_effect(function: Function) -> int:
 # -- the transfer ------------------------------------------------------------------------------
 
 class RcuTransfer(flow.Transfer):
-    correlate_branches = True
 
     def __init__(self, model: FileModel, infos: dict[str, FunctionInfo], mutexes: frozenset):
         self.model = model
