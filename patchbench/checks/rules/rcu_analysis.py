@@ -289,6 +289,7 @@ def _section_effect(function: Function) -> int:
 # -- the transfer ------------------------------------------------------------------------------
 
 class RcuTransfer(flow.Transfer):
+    """Reader, RTNL and lock facts through calls; pointer tracking through assignments."""
 
     def __init__(self, model: FileModel, infos: dict[str, FunctionInfo], mutexes: frozenset):
         self.model = model
