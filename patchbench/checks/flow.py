@@ -113,7 +113,8 @@ def intersection(states: Iterable[frozenset]) -> frozenset:
 _CONSTANT_MACROS = frozenset({"IS_ENABLED", "IS_BUILTIN", "IS_MODULE", "IS_REACHABLE",
                               "static_branch_likely", "static_branch_unlikely", "static_key_enabled",
                               "static_key_false", "static_key_true", "test_bit", "in_softirq",
-                              "in_interrupt", "in_irq", "in_task", "in_serving_softirq"})
+                              "in_interrupt", "in_irq", "in_task", "in_serving_softirq",
+                              "smp_processor_id", "raw_smp_processor_id"})
 # Names of calls that only answer a question about their argument (mlx4_is_mfunc(dev)).
 _PREDICATE = re.compile(r"(^|_)(is|has|can|should|needs?|uses?)_|_(enabled|supported|capable)$")
 _KNOWN_TRUTH = {"true": True, "1": True, "false": False, "0": False, "NULL": False}
@@ -284,6 +285,9 @@ class _Walker:
         condition = node.child_by_field_name("condition")
         update = node.child_by_field_name("update")
         body = node.child_by_field_name("body")
+        if condition is not None and self.transfer.correlate_branches:
+            for variable in self.iterator_variables(condition):
+                states = self.forget(variable, states)
         head = set(states)
         out: set = set()
         for _ in range(LOOP_ROUNDS):
@@ -375,6 +379,13 @@ class _Walker:
                 states = {state | {("branch", target, known)} for state in states}
         return {self.transfer.assign(state, target, value, self.function) for state in states}
 
+    def iterator_variables(self, condition: tree_sitter.Node) -> list[str]:
+        """The variables of a rewritten iterator head `while (pos, head, member)`: it assigns them."""
+        inner = _unwrap(condition)
+        if inner.type != "comma_expression":
+            return []
+        return [self.text(n) for n in _comma_items(inner) if n.type == "identifier"]
+
     def forget(self, variable: str, states: set) -> set:
         """Drop the branch tags of conditions that mention `variable` (it changed)."""
         word = re.compile(rf"\b{re.escape(variable)}\b")
@@ -440,6 +451,14 @@ class _Walker:
 
     def text(self, node: tree_sitter.Node) -> str:
         return node.text.decode("utf-8", "replace") if node.text is not None else ""
+
+
+def _comma_items(node: tree_sitter.Node) -> list[tree_sitter.Node]:
+    items = []
+    while node.type == "comma_expression":
+        items.append(node.child_by_field_name("left"))
+        node = node.child_by_field_name("right")
+    return items + [node]
 
 
 def _tagged(state: frozenset, text: str, truth: bool) -> frozenset:
