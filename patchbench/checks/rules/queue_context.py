@@ -48,7 +48,7 @@ _OTHER_NAME = re.compile(
 # A stop in a function named like this is teardown or error handling even when xmit reaches it.
 TEARDOWN_NAME = re.compile(r"(reset|restart|reinit|recover|timeout|watchdog|fail|error|(^|_)err$|hang|"
                            r"suspend|close|(^|_)down$|shutdown|teardown|uninit|detach)")
-_STOPPED_TEST = re.compile(r"^(netif_queue_stopped|netif_tx_queue_stopped|__netif_subqueue_stopped|"
+STOPPED_TEST = re.compile(r"^(netif_queue_stopped|netif_tx_queue_stopped|__netif_subqueue_stopped|"
                            r"netif_subqueue_stopped|netif_xmit_stopped)$")
 # Generic callback names: a consumer unless the name also says what else it is (link handler).
 _CALLBACK_NAME = re.compile(r"(handler|_cb$|callback)")
@@ -164,7 +164,7 @@ class Sides:
 
     def tests_stopped(self, name: str) -> bool:
         """The function, or one it calls in this file, tests whether a queue is stopped."""
-        return self._calls_somewhere(name, _STOPPED_TEST)
+        return self._calls_somewhere(name, STOPPED_TEST)
 
     def _calls_somewhere(self, name: str, pattern: re.Pattern) -> bool:
         seen, stack = set(), [name]
@@ -183,7 +183,7 @@ class Sides:
         function tests whether the queue is stopped or frees transmitted buffers."""
         if _OTHER_NAME.search(function.name):
             return False
-        return any(_STOPPED_TEST.match(c.name) for c in function.calls) or self.frees_tx(function.name)
+        return any(STOPPED_TEST.match(c.name) for c in function.calls) or self.frees_tx(function.name)
 
     def has_consumer_root(self) -> bool:
         return any(self.root_side(name) == "consumer" and self._is_registered(name)

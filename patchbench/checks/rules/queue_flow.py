@@ -10,104 +10,26 @@ Shared by the rules queue-stop-unmatched and queue-wake-wrong-queue (RULES.md se
    reset/open paths or in the transmit path's own re-check does not count. A start on the
    consumer side is reported where it is (it clears the stop without rescheduling the qdisc). A
    consumer-side wake naming a queue that nothing stops is reported as the wrong queue.
-3. A stop issued after the work was handed to the completer (urb submitted, ring produced, host
-   notified) must be followed by a re-check that restarts the queue, or share a lock with the
-   completion side; otherwise a completion in between is missed. This one is a warning: with
-   many buffers in flight the window rarely matters.
+3. A matched stop must guard against the lost wake-up (queue_ordering, warnings).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from patchbench.checks import engine, flow, summaries
+from patchbench.checks import engine, summaries
 from patchbench.checks.finding import Finding
-from patchbench.checks.model import CallSite, FileModel, Function
+from patchbench.checks.model import FileModel, Function
 from patchbench.checks.rules.queue_context import TEARDOWN_NAME, Sides
-from patchbench.checks.rules.queue_sites import SELF_CHECKING_STOPS, QueueSite, QueueSites, collect
+from patchbench.checks.rules.queue_ordering import (QueueFacts, barrier_functions, lost_wakeup, publishers,
+                                                    unordered)
+from patchbench.checks.rules.queue_sites import (STOP_UNMATCHED, WRONG_QUEUE, QueueSite, QueueSites, Verdict,
+                                                 collect, same_queue)
 
-STOP_UNMATCHED = "queue-stop-unmatched"
-WRONG_QUEUE = "queue-wake-wrong-queue"
-
-# Calls that hand transmitted work to the side that completes it.
-PUBLISH = re.compile(r"^(usb_submit_urb|__ptr_ring_produce|ptr_ring_produce\w*|skb_array_produce\w*|"
-                     r"virtqueue_kick|virtqueue_notify|vmbus_sendpacket\w*|notify_remote_via_irq)$")
-_LOCK = re.compile(r"^(spin_lock|spin_lock_bh|spin_lock_irq|spin_lock_irqsave|raw_spin_lock\w*|"
-                   r"mutex_lock\w*)$")
-_TRYLOCK = re.compile(r"^(spin_trylock\w*|raw_spin_trylock\w*|mutex_trylock)$")
-_UNLOCK = re.compile(r"^(spin_unlock\w*|raw_spin_unlock\w*|mutex_unlock)$")
-# The transmit lock ndo_start_xmit runs under; completions that take it are serialised with xmit.
-_TX_LOCK = re.compile(r"^(__netif_tx_lock\w*|netif_tx_lock\w*)$")
-_TX_UNLOCK = re.compile(r"^(__netif_tx_unlock\w*|netif_tx_unlock\w*)$")
-TX_LOCK = "netdev_queue._xmit_lock"
-# Full barriers, and calls that imply one (value-returning atomics, virtio's re-arm).
-_BARRIER = re.compile(r"^(smp_mb|mb|smp_mb__after_atomic|smp_mb__before_atomic|smp_store_mb|"
-                      r"atomic\w*_return\w*|atomic_(dec|inc|sub)_and_test|atomic\w*_fetch_\w*|"
-                      r"cmpxchg\w*|xchg\w*|atomic\w*_cmpxchg|"
-                      r"virtqueue_enable_cb_delayed|virtqueue_enable_cb|virtqueue_poll|synchronize_\w+)$")
-_PARTIAL_BARRIER = re.compile(r"^(smp_rmb|smp_wmb|rmb|wmb|dma_rmb|dma_wmb)$")
-_STOPPED_TEST = re.compile(r"^(netif_queue_stopped|netif_tx_queue_stopped|__netif_subqueue_stopped|"
-                           r"netif_subqueue_stopped|netif_xmit_stopped)$")
 _ANY_STOP = re.compile(rb"\bnetif_(tx_)?stop_|\bnetif_(subqueue|txq)_(try|maybe)_stop")
 _RING_PRODUCE = re.compile(r"^(__ptr_ring_produce|ptr_ring_produce\w*|skb_array_produce\w*)$")
-_RESTART = re.compile(r"^(netif_(tx_)?(start|wake)_(sub)?queue|netif_txq_maybe_wake|__netif_txq_maybe_wake)$")
-
-
-@dataclass(frozen=True)
-class Verdict:
-    rule: str
-    site: QueueSite
-    message: str
-    severity: str = "error"
-
-
-class _QueueFacts(flow.Transfer):
-    """Locks held, work published, and the stops not yet undone by a start/wake, on each path."""
-
-    def __init__(self, model: FileModel, found: QueueSites, stops: list[QueueSite], publishers: set[str]):
-        self.model = model
-        self.found = found
-        self.publishers = publishers
-        self.stops = {stop.call: stop for stop in stops}
-        self.restarts = {s.call: s for s in found.sites if s.action in ("start", "wake")}
-
-    def call(self, state, call: CallSite):
-        if _LOCK.match(call.name) and call.args:
-            return state | {("lock", self.lock_key(call))}
-        if _UNLOCK.match(call.name) and call.args:
-            return state - {("lock", self.lock_key(call))}
-        if _TX_LOCK.match(call.name):
-            return state | {("lock", TX_LOCK)}
-        if _TX_UNLOCK.match(call.name):
-            return state - {("lock", TX_LOCK)}
-        if PUBLISH.match(call.name) or call.name in self.publishers:
-            return state | {("published", call.name)}
-        if call in self.stops:
-            return state | {("stopped", call.start)}
-        restart = self.restarts.get(call)
-        if restart is not None:
-            return frozenset(f for f in state if f[0] != "stopped" or not _same_queue(
-                self.stop_at(f[1]), restart, self.found))
-        return state
-
-    def assume(self, state, call: CallSite, truth: bool):
-        if truth and _TRYLOCK.match(call.name) and call.args:
-            return state | {("lock", self.lock_key(call))}
-        if truth and call.name.startswith("__netif_tx_trylock"):
-            return state | {("lock", TX_LOCK)}
-        return state
-
-    def stop_at(self, offset: int) -> QueueSite:
-        return next(stop for call, stop in self.stops.items() if call.start == offset)
-
-    def lock_key(self, call: CallSite) -> str:
-        # by the lock's field name: `&queue->tx_lock` in xmit and in the completion are one lock
-        # even where the two functions reach the queue through differently typed variables
-        key = self.model.canonical(self.model.functions.get(call.function), call.args[0])
-        return key.rsplit(".", 1)[-1]
 
 
 def findings(rule_id: str, model: FileModel) -> Iterator[Finding]:
@@ -147,27 +69,27 @@ def _analyse(model: FileModel) -> list[Verdict]:
     if not wakes and not sides.has_consumer_root():
         return []  # the completion side lives in another file of the driver
     names = {s.function.name for s in stops} | {w.function.name for w in wakes}
-    facts = _QueueFacts(model, found, stops, _publishers(model))
+    facts = QueueFacts(model, found, stops, publishers(model))
     results = summaries.solve(model, names, lambda _: facts)
-    barriers = _barrier_functions(model)
+    barriers = barrier_functions(model)
     # a stop undone by a start on every path out of its function only serialises the xmit
     stops = [s for s in stops if any(("stopped", s.call.start) in state
                                      for state in results[s.function.name].exits)]
     starts = [s for s in consumer if s.action == "start" and s.scope == "one"
               and "xmit" not in sides.sides[s.function.name] and sides.restarts_queue(s.function)
-              and not any(w.function is s.function and _same_queue(s, w, found) for w in wakes)]
+              and not any(w.function is s.function and same_queue(s, w, found) for w in wakes)]
     verdicts = []
     for start in starts:
-        stopped = [stop for stop in stops if _same_queue(stop, start, found)]
+        stopped = [stop for stop in stops if same_queue(stop, start, found)]
         if stopped:
             verdicts.append(Verdict(STOP_UNMATCHED, start, _start_message(start, stopped[0])))
     for stop in stops:
-        same = [w for w in wakes if _same_queue(stop, w, found)]
+        same = [w for w in wakes if same_queue(stop, w, found)]
         if same:
-            lost = _lost_wakeup(stop, same, results, facts, sides)
-            verdicts.extend([lost] if lost else _unordered(model, stop, same, results, barriers))
+            lost = lost_wakeup(stop, same, results, facts, sides)
+            verdicts.extend([lost] if lost else unordered(model, stop, same, results, barriers))
             continue
-        if any(_same_queue(stop, start, found) for start in starts):
+        if any(same_queue(stop, start, found) for start in starts):
             continue  # reported at the start that should have been a wake
         others = [w for w in wakes if w.scope == "one"]
         if others:
@@ -181,7 +103,7 @@ def _analyse(model: FileModel) -> list[Verdict]:
                             and s.key.kind != "unknown"]
     for wake in wakes:
         if wake.scope == "one" and wake.key.kind == "const" and sides.restarts_queue(wake.function) \
-                and stops and not any(_same_queue(s, wake, found) for s in stopped_ones):
+                and stops and not any(same_queue(s, wake, found) for s in stopped_ones):
             verdicts.append(Verdict(WRONG_QUEUE, wake, _wrong_queue_message(wake, stops[0])))
     unique = {(v.rule, v.site.function.name, v.message): v for v in verdicts}
     return list(unique.values())
@@ -192,142 +114,12 @@ def _produces(function: Function) -> bool:
     return any(_RING_PRODUCE.match(c.name) for c in function.calls)
 
 
-def _same_queue(stop: QueueSite, wake: QueueSite, found: QueueSites) -> bool:
-    if stop.scope == "all" or wake.scope == "all":
-        return True
-    return stop.key.matches(wake.key, found.multiqueue)
-
-
 def _reprieve(site: QueueSite, stops: list[QueueSite], found: QueueSites) -> bool:
     """A wake or start after a stop of the same queue in the same function: the transmit path's
     own re-check, which does not replace the completion-side wake."""
     return site.action != "stop" and any(
         stop.function is site.function and stop.call.end <= site.call.start
-        and _same_queue(stop, site, found) for stop in stops)
-
-
-def _lost_wakeup(stop: QueueSite, wakes: list[QueueSite], results: dict[str, summaries.Summary],
-                 facts: _QueueFacts, sides: Sides) -> Verdict | None:
-    """A stop after publishing to the completer, with no re-check and no lock shared with the wake."""
-    if stop.spelling in SELF_CHECKING_STOPS:
-        return None
-    result = results[stop.function.name].result
-    states = result.states_at(stop.call)
-    published = sorted({fact[1] for state in states for fact in state if fact[0] == "published"})
-    if not published or _rechecked(stop, result):
-        return None
-    held = {fact[1] for fact in result.held_at(stop.call) if fact[0] == "lock"} | {TX_LOCK}
-    if any(held & _locks_at(results, w) for w in wakes) or held & _consumer_locks(facts, sides):
-        return None
-    return Verdict(STOP_UNMATCHED, stop, (
-        f"{stop.spelling}() runs after {published[0]}() has handed work to the completion side, "
-        "with no re-check of the ring after the stop and no lock shared with the wake: a "
-        "completion in between sees a running queue and the wake-up is lost"), "warning")
-
-
-def _rechecked(stop: QueueSite, result: flow.FlowResult) -> bool:
-    return bool(_rechecks(stop, result))
-
-
-def _rechecks(stop: QueueSite, result: flow.FlowResult) -> list[CallSite]:
-    """Starts or wakes that some path from the stop reaches in the same function."""
-    return [call for call, states in result.at_call.items()
-            if call.start > stop.call.start and _RESTART.match(call.name)
-            and any(("stopped", stop.call.start) in state for state in states)]
-
-
-def _unordered(model: FileModel, stop: QueueSite, wakes: list[QueueSite],
-               results: dict[str, summaries.Summary], barriers: set[str]) -> list[Verdict]:
-    """A driver following pattern (ii) of RULES.md (stop, full barrier, re-check; completion:
-    publish the index, full barrier, test stopped, wake) needs the barrier on both sides. A side
-    missing it while the other has it is reported; drivers with neither (old ISA and USB drivers
-    that rely on their interrupt structure) are left alone."""
-    if stop.spelling in SELF_CHECKING_STOPS:
-        return []
-    rechecks = _rechecks(stop, results[stop.function.name].result)
-    if not rechecks:
-        return []
-    first = min(call.start for call in rechecks)
-    # a read or write barrier right between stop and re-check shows the ordering was thought
-    # about (jme, mlx4): not flagged, though only a full barrier orders the two
-    stop_full = _barrier_before(stop.function, first, barriers)
-    stop_fenced = stop_full or any(_PARTIAL_BARRIER.match(c.name) and stop.call.end <= c.start < first
-                                   for c in stop.function.calls)
-    tested = {}
-    for wake in wakes:
-        tests = [c for c in wake.function.calls if _STOPPED_TEST.match(c.name) and c.start < wake.call.start]
-        if tests and not _locks_at(results, wake):
-            tested[wake] = _ordered_before(model, wake.function, tests[-1].start, barriers), tests[-1]
-    verdicts = []
-    if not stop_fenced and any(fenced for fenced, _ in tested.values()):
-        verdicts.append(Verdict(STOP_UNMATCHED, stop, (
-            f"{stop.spelling}() is re-checked with no full barrier (smp_mb()) between the stop and "
-            "the re-check, while the completion side fences its test: the ring read can pass the "
-            "stop, a completion that ran meanwhile saw a running queue, and the wake-up is lost"),
-            "warning"))
-    if stop_full:
-        verdicts.extend(Verdict(STOP_UNMATCHED, wake, (
-            f"{test.name}() is tested before {wake.spelling}() with no full barrier after the ring "
-            f"index is published, while {stop.function.name}() fences its re-check: a concurrent "
-            "stop can be missed and the queue stays stopped"), "warning")
-            for wake, (fenced, test) in tested.items() if not fenced)
-    return verdicts
-
-
-def _barrier_before(function: Function, offset: int, barriers: set[str]) -> bool:
-    return any(c.start < offset and (_BARRIER.match(c.name) or c.name in barriers) for c in function.calls)
-
-
-def _ordered_before(model: FileModel, function: Function, offset: int, barriers: set[str],
-                    depth: int = 0) -> bool:
-    """A full barrier runs before offset in the function, or before every in-file call of it
-    (a wake helper called right after its caller's smp_mb())."""
-    if _barrier_before(function, offset, barriers):
-        return True
-    sites = model.callers.get(function.name, [])
-    if depth >= 2 or not sites or model.has_unknown_callers(function.name):
-        return False
-    return all(site.function in model.functions and _ordered_before(
-        model, model.functions[site.function], site.start, barriers, depth + 1) for site in sites)
-
-
-def _barrier_functions(model: FileModel) -> set[str]:
-    """In-file functions that (transitively) execute a full barrier."""
-    return _closure(model, lambda f: any(_BARRIER.match(c.name) for c in f.calls))
-
-
-def _locks_at(results: dict[str, summaries.Summary], wake: QueueSite) -> set[str]:
-    summary = results.get(wake.function.name)
-    if summary is None:
-        return set()
-    return {fact[1] for fact in summary.result.held_at(wake.call) if fact[0] == "lock"}
-
-
-def _consumer_locks(facts: _QueueFacts, sides: Sides) -> set[str]:
-    """Locks taken on the consumer side (not by its own transmitters, such as XDP_TX): the
-    completion updates the ring under them before any later wake decision, so a stop under the
-    same lock cannot miss it (usbnet: txq.lock in xmit and in the urb completion)."""
-    return {facts.lock_key(call) for function in facts.model.functions.values()
-            if "consumer" in sides.sides[function.name] and function.name not in facts.publishers
-            for call in function.calls if call.args and (_LOCK.match(call.name) or _TRYLOCK.match(call.name))}
-
-
-def _publishers(model: FileModel) -> set[str]:
-    """In-file functions that (transitively) publish work to the completer."""
-    return _closure(model, lambda f: any(PUBLISH.match(c.name) for c in f.calls))
-
-
-def _closure(model: FileModel, direct) -> set[str]:
-    """Functions for which direct(function) holds, and the in-file functions that call them."""
-    found = {name for name, f in model.functions.items() if direct(f)}
-    changed = True
-    while changed:
-        changed = False
-        for name, function in model.functions.items():
-            if name not in found and any(c.name in found for c in function.calls):
-                found.add(name)
-                changed = True
-    return found
+        and same_queue(stop, site, found) for stop in stops)
 
 
 _INCLUDE = re.compile(rb'^#\s*include\s+"([^"]+)"', re.M)
@@ -358,7 +150,7 @@ def _unmatched_message(stop: QueueSite, found: QueueSites, sides: Sides) -> str:
     # other functions of the file, which a later unrelated patch may change
     head = (f"{stop.spelling}() stops {stop.key.describe()} on the transmit path, but no "
             "completion-side path (NAPI poll, tx interrupt, consumer/reader) wakes it")
-    if any(s.action == "wake" and s.scope in ("one", "all") and _same_queue(stop, s, found)
+    if any(s.action == "wake" and s.scope in ("one", "all") and same_queue(stop, s, found)
            and "xmit" not in sides.sides[s.function.name] for s in found.sites):
         return head + "; its wakes are only in open, reset or deferred paths, which do not run as tx space frees"
     return head

@@ -62,6 +62,10 @@ _MULTIQUEUE_CALLS = {"alloc_etherdev_mq", "alloc_etherdev_mqs", "alloc_netdev_mq
                      "devm_alloc_etherdev_mqs", "netif_set_real_num_tx_queues"}
 
 
+STOP_UNMATCHED = "queue-stop-unmatched"
+WRONG_QUEUE = "queue-wake-wrong-queue"
+
+
 @dataclass(frozen=True)
 class QueueKey:
     kind: str              # const | xmit | field | derived | unknown
@@ -111,6 +115,21 @@ class QueueSite:
 class QueueSites:
     sites: list[QueueSite]
     multiqueue: bool
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a queue rule reports at a site."""
+    rule: str
+    site: QueueSite
+    message: str
+    severity: str = "error"
+
+
+def same_queue(stop: QueueSite, wake: QueueSite, found: QueueSites) -> bool:
+    if stop.scope == "all" or wake.scope == "all":
+        return True
+    return stop.key.matches(wake.key, found.multiqueue)
 
 
 def collect(model: FileModel) -> QueueSites:
