@@ -25,24 +25,20 @@ for non-static, address-taken or uncalled functions, the assumed universe of all
 
 from __future__ import annotations
 
-import copy
 import re
 from dataclasses import dataclass, field
 
 import tree_sitter
 
-from patchbench.checks import cparse, flow
+from patchbench.checks import flow
 from patchbench.checks.model import CallSite, FileModel, Function, squeeze
+from patchbench.checks.rules import rcu_functions as F
 from patchbench.checks.rules import rcu_primitives as P
 
 ROUNDS = 4
 MAX_LEVEL = 4
-USE = "<use>"    # name of the pseudo call sites that stand for uses of pointer locals
-
-ESCAPES = "rcu-pointer-escapes"        # queries/<id>.scm
-_WORD = re.compile(r"[A-Za-z_]\w*")
+USE = F.USE      # the rules tell use sites from primitive calls by this name
 _MENTIONS_RCU = re.compile(rb"rcu|rtnl_dereference")
-_RCU_VALUE = re.compile(r"rcu_dereference|srcu_dereference|rcu_access_pointer|_rcu\s*\(")
 
 
 @dataclass
@@ -51,42 +47,13 @@ class Site:
     call: CallSite
     need: P.Need | None            # None for uses
     states: set                    # states reaching it
-    function: "FunctionInfo"
-
-
-@dataclass
-class FunctionInfo:
-    function: Function             # with the pseudo use sites added to its calls
-    owned: frozenset               # families it takes itself
-    owned_locks: frozenset         # lock keys it takes itself
-    taken_locks: frozenset         # lock keys it takes and never releases (a lock wrapper)
-    sections_from: int             # start byte of its first own reader section call (opener or closer)
-    opens: bool                    # that first call opens a section (no unbalanced unlock before it)
-    precondition: frozenset        # entry facts it states itself
-    requires_reader: bool          # stated RCU precondition: callers must provide a section
-    pointers: frozenset            # pointer locals and parameters
-    relevant: bool                 # holds a site the rules judge
-    # locals a reference was taken through inside a section on some path: not tracked on any
-    # (`if (ops && try_module_get(ops->owner)) found = true;` then `if (found) ops->...`)
-    referenced: set = field(default_factory=set)
-
-    def holds(self, fact: tuple, at: int) -> bool:
-        """Whether a held fact counts at byte `at`: an assumed one does not when the function
-        takes that family itself (its callers then hold none), except before the function's
-        first section when that opens one (a receive path nesting a section of its own)."""
-        if fact[0] == "r":
-            if fact[3] != "assumed" or fact[1] not in self.owned:
-                return True
-            return fact[1] in P.ASSUMABLE and self.opens and at < self.sections_from
-        if fact[0] == "lock":
-            return fact[2] != "assumed" or fact[1] not in self.owned_locks
-        return False
+    function: F.FunctionInfo
 
 
 @dataclass
 class Analysis:
     model: FileModel
-    infos: dict[str, FunctionInfo]
+    infos: dict[str, F.FunctionInfo]
     known_locks: frozenset
     mutexes: frozenset
     sites: list[Site] = field(default_factory=list)
@@ -94,7 +61,7 @@ class Analysis:
 
 # -- facts -------------------------------------------------------------------------------------
 
-def effective(state: frozenset, info: FunctionInfo, at: int) -> tuple[set, set]:
+def effective(state: frozenset, info: F.FunctionInfo, at: int) -> tuple[set, set]:
     """(families, lock keys) held in `state` at byte `at` of the function `info`."""
     families, locks = set(), set()
     for fact in state:
@@ -115,154 +82,7 @@ def _release(state: frozenset, family: str) -> frozenset:
     return state - {max(held, key=lambda f: (f[2], f[3] == "own"))}
 
 
-def _entry_facts(families, origin: str) -> frozenset:
-    return frozenset(("r", family, 1, origin) for family in families)
-
-
-# -- per-function facts ------------------------------------------------------------------------
-
-def _pointer_locals(model: FileModel, function: Function) -> frozenset:
-    names = set()
-    for node in cparse.captures(cparse.rule_query(ESCAPES), function.node).get("pointer", []):
-        while node is not None and node.type != "identifier":
-            node = node.child_by_field_name("declarator")
-        if node is not None:
-            names.add(model.text(node))
-    return frozenset(names)
-
-
-def _use_sites(model: FileModel, function: Function, candidates: frozenset) -> list[CallSite]:
-    """Pseudo call sites for each use of a candidate local: p->f, *p, p[i], f(p)."""
-    uses = []
-    for found in cparse.matches(cparse.rule_query(ESCAPES), function.body):
-        if "var" not in found:
-            continue
-        var = model.text(found["var"][0])
-        if var not in candidates:
-            continue
-        if "callee" in found and squeeze(model.text(found["callee"][0])) in P.NOT_A_USE:
-            continue
-        how = "deref" if "deref" in found else "pass"
-        node = found[how][0]
-        uses.append(CallSite(USE, [var, how], node, node.start_point[0] + 1, function.name))
-    return uses
-
-
-def _candidates(model: FileModel, function: Function, pointers: frozenset) -> frozenset:
-    """Pointer locals that may receive an RCU-protected value (directly or through another)."""
-    text = model.text(function.body)
-    if not _RCU_VALUE.search(text):
-        return frozenset()
-    assigned = re.findall(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]*);", text)
-    found: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for target, value in assigned:
-            if target in pointers and target not in found and (
-                    _RCU_VALUE.search(value) or any(w in found for w in _WORD.findall(value))):
-                found.add(target)
-                changed = True
-    return frozenset(found)
-
-
-def _stated_precondition(model: FileModel, function: Function,
-                         lines: list[bytes]) -> tuple[frozenset, bool]:
-    """Entry facts the function states itself, and whether it requires a reader of its callers."""
-    facts: set = set()
-    above = b"\n".join(lines[max(0, function.start_line - 6):function.start_line - 1]).decode(
-        "utf-8", "replace")
-    reader = bool(function.name.endswith("_rcu")
-                  or P.PRECONDITION_COMMENT.search(function.comment or "")
-                  or P.PRECONDITION_COMMENT.search(function.body_comment or "")
-                  or ("/*" in above or "//" in above) and P.PRECONDITION_COMMENT.search(above))
-    for name, argument in function.annotations:
-        if argument == "RCU" and name in ("__must_hold", "__releases"):
-            reader = True
-        elif name == "__must_hold":
-            facts.add(("lock", model.canonical(function, argument), "entry"))
-    for call in function.calls:
-        if call.name in P.RCU_ASSERTS:
-            reader = True
-        elif call.name in P.RTNL_ASSERTS:
-            facts.add(("r", "rtnl", 1, "entry"))
-        elif call.name in P.LOCK_ASSERTS and call.args:
-            facts.add(("lock", model.canonical(function, call.args[0]), "entry"))
-    if reader:
-        facts |= _entry_facts(P.READERS - {"spin"}, "entry")
-    texts = (function.comment or "", function.body_comment or "", above if "/*" in above else "")
-    if any(P.RTNL_COMMENT.search(text) for text in texts):
-        facts.add(("r", "rtnl", 1, "entry"))
-    return frozenset(facts), reader
-
-
-def _lock_op(call: CallSite):
-    match = P.LOCK_CALL.match(call.name)
-    if not match or not call.args:
-        return None
-    return match.group("kind"), match.group("op"), match.group("suffix") or ""
-
-
-def _function_info(model: FileModel, function: Function, helpers: set[str],
-                   lines: list[bytes]) -> FunctionInfo:
-    owned: set = set()
-    owned_locks: set = set()
-    released: set = set()
-    relevant = opens = False
-    reader_calls: list[tuple[int, str, int]] = []
-    seen: set[str] = set()
-    sections_from = function.node.end_byte
-    for call in function.calls:
-        section = P.SECTIONS.get(call.name)
-        if call.name in P.EXPLICIT_SECTIONS or call.name == "guard(rcu)":
-            family, delta = P.SECTIONS.get(call.name, ("rcu", 1))
-            reader_calls.append((call.start, family, delta))
-        elif section and section[0] in ("rtnl", "srcu") and section[0] not in seen:
-            seen.add(section[0])
-            if section[1] >= 0:   # first dropped (rtnl_unlock(); request_module(); rtnl_lock();)
-                owned.add(section[0])   # is the caller's lock: not owned
-        lock = _lock_op(call)
-        if lock:
-            (released if lock[1] == "unlock" else owned_locks).add(model.canonical(function, call.args[0]))
-        if need_of(call, helpers) is not None or call.name == P.ACCESS:
-            relevant = True
-    for family in {family for _, family, _ in reader_calls}:
-        calls = sorted(c for c in reader_calls if c[1] == family)
-        opened = sum(delta > 0 for _, _, delta in calls)
-        # First dropped, then retaken as often (rcu_read_unlock(); mutex_lock(); ...; rcu_read_lock();):
-        # the caller's section, not this function's. Fewer retakes: a deleted rcu_read_lock().
-        if calls[0][2] < 0 and opened >= len(calls) - opened:
-            continue
-        owned |= P.OWNS[family]
-        if calls[0][0] < sections_from:
-            sections_from, opens = calls[0][0], calls[0][2] > 0
-    pointers = _pointer_locals(model, function)
-    candidates = _candidates(model, function, pointers)
-    augmented = function
-    if candidates:
-        augmented = copy.copy(function)
-        augmented.calls = function.calls + _use_sites(model, function, candidates)
-        augmented.calls.sort(key=lambda c: (c.end, -c.start))
-        augmented._index()
-        relevant = True
-    precondition, requires_reader = _stated_precondition(model, function, lines)
-    return FunctionInfo(augmented, frozenset(owned), frozenset(owned_locks),
-                        frozenset(owned_locks - released), sections_from, opens,
-                        precondition, requires_reader, pointers, relevant)
-
-
-def need_of(call: CallSite, helpers: set[str]) -> P.Need | None:
-    """What the call needs at its site, None when it needs nothing."""
-    need = P.DEREFERENCES.get(call.name)
-    if need is not None:
-        return need
-    if call.name in helpers or (P.RCU_HELPER.search(call.name) and not P.NOT_HELPER.match(call.name)
-                                and _WORD.fullmatch(call.name)):
-        return P.HELPER_NEED
-    return None
-
-
-def update_side_held(state: frozenset, info: FunctionInfo, at: int, mutexes: frozenset) -> bool:
+def update_side_held(state: frozenset, info: F.FunctionInfo, at: int, mutexes: frozenset) -> bool:
     """RTNL or a mutex known held: the sleeping configuration lock that writers take, which
     keeps the object alive past the read-side section (iwlwifi's mvm->mutex) and satisfies
     callees documented as needing a section (nftables' commit_mutex). A spinlock does not
@@ -276,33 +96,23 @@ def update_side_held(state: frozenset, info: FunctionInfo, at: int, mutexes: fro
     return False
 
 
-def _section_effect(function: Function) -> int:
-    """+1 when calling the function leaves its caller in a section, -1 when it ends one, else 0."""
-    if ("__acquires", "RCU") in function.annotations:
-        return 1
-    if ("__releases", "RCU") in function.annotations:
-        return -1
-    names = {call.name for call in function.calls}
-    return int("rcu_read_lock" in names and "rcu_read_unlock" not in names)
-
-
 # -- the transfer ------------------------------------------------------------------------------
 
 class RcuTransfer(flow.Transfer):
     """Reader, RTNL and lock facts through calls; pointer tracking through assignments."""
 
-    def __init__(self, model: FileModel, infos: dict[str, FunctionInfo], mutexes: frozenset):
+    def __init__(self, model: FileModel, infos: dict[str, F.FunctionInfo], mutexes: frozenset):
         self.model = model
         self.infos = infos
         self.mutexes = mutexes
         # In-file functions that take or drop the caller's section (`__acquires(RCU)`, or a
         # wrapper that only calls rcu_read_lock()), and lock wrappers (`foo_lock(q)`).
         self.section_effects = {name: effect for name, info in infos.items()
-                                if (effect := _section_effect(info.function))}
+                                if (effect := F.section_effect(info.function))}
         self.lock_effects = {name: info.taken_locks for name, info in infos.items() if info.taken_locks}
 
     def call(self, state: frozenset, call: CallSite) -> frozenset:
-        if call.name == USE:
+        if call.name == F.USE:
             return state
         info = self.infos[call.function]
         section = P.SECTIONS.get(call.name)
@@ -317,7 +127,7 @@ class RcuTransfer(flow.Transfer):
             if delta < 0:
                 return self.released(_release(state, family))
             return state
-        lock = _lock_op(call)
+        lock = F.lock_op(call)
         if lock is not None:
             kind, op, suffix = lock
             if op == "lock":
@@ -354,7 +164,7 @@ class RcuTransfer(flow.Transfer):
             return state
         if call.name == "rtnl_trylock":
             return _acquire(state, "rtnl")
-        lock = _lock_op(call)
+        lock = F.lock_op(call)
         if lock is not None and lock[1] == "trylock":
             return self.lock(state, call, info, lock[0], lock[2])
         return state
@@ -371,7 +181,7 @@ class RcuTransfer(flow.Transfer):
         """A reference taken on a live local, a field of it, or the object it was read from
         (`bnxt_ulp_get(ulp)` for `ops = rcu_dereference(ulp->ulp_ops)`): the family of locals
         read from it may outlive the section."""
-        mentioned = {w for argument in call.args for w in _WORD.findall(argument)}
+        mentioned = {w for argument in call.args for w in F.WORD.findall(argument)}
         roots = {f[3] for f in state if f[0] == "t" and f[4] == "live"
                  and (f[1] in mentioned or mentioned & set(f[6]))}
         if not roots:
@@ -405,7 +215,7 @@ class RcuTransfer(flow.Transfer):
             return state
         _, primitive, call = origin
         arguments = call.child_by_field_name("arguments")
-        words = tuple(sorted(set(_WORD.findall(self.model.text(arguments.named_children[0])))))\
+        words = tuple(sorted(set(F.WORD.findall(self.model.text(arguments.named_children[0])))))\
             if arguments.named_child_count else ()
         return state | {("t", target, primitive, target, "live", value_call_start(value), words)}
 
@@ -462,10 +272,10 @@ def value_call_start(value: tree_sitter.Node) -> int:
 
 def _universe(known_locks: frozenset) -> frozenset:
     families = P.ASSUMABLE | {"rtnl", "srcu"}
-    return _entry_facts(families, "assumed") | {("lock", key, "assumed") for key in known_locks}
+    return F.entry_facts(families, "assumed") | {("lock", key, "assumed") for key in known_locks}
 
 
-def _inherited(state: frozenset, caller: FunctionInfo, at: int) -> frozenset:
+def _inherited(state: frozenset, caller: F.FunctionInfo, at: int) -> frozenset:
     """What a caller's state at a call site gives its callee: held facts, as entry facts, each
     family's levels renumbered from 1 (the caller's ineffective assumed levels are gone)."""
     facts = set()
@@ -514,7 +324,7 @@ def _ways_in(model: FileModel, function: Function) -> list[frozenset | None]:
     if header.startswith(("rx_handler_result_t", "static rx_handler_result_t")):
         kinds.add("rx_handler")
     for kind in kinds:
-        ways.append(_entry_facts(P.CONTEXTS[kind], "context") if kind in P.CONTEXTS else None)
+        ways.append(F.entry_facts(P.CONTEXTS[kind], "context") if kind in P.CONTEXTS else None)
     if not function.is_static or (function.name in model.address_taken and not kinds):
         ways.append(None)
     return ways
@@ -540,7 +350,7 @@ def _analyse(model: FileModel) -> Analysis:
     helpers: set[str] = set()
     functions = model.functions
     lines = model.source.split(b"\n")
-    infos = {name: _function_info(model, f, helpers, lines) for name, f in functions.items()}
+    infos = {name: F.function_info(model, f, helpers, lines) for name, f in functions.items()}
     # In-file helpers whose stated precondition callers must meet.
     helpers |= {name for name, info in infos.items() if info.requires_reader}
     for info in infos.values():
@@ -584,8 +394,8 @@ def _analyse(model: FileModel) -> Analysis:
         for call in info.function.calls:
             if call.name in transfer.section_effects:
                 continue
-            need = None if call.name == USE else need_of(call, helpers)
-            if call.name in (USE, P.ACCESS) or need is not None:
+            need = None if call.name == F.USE else F.need_of(call, helpers)
+            if call.name in (F.USE, P.ACCESS) or need is not None:
                 analysis.sites.append(Site(call, need, result.states_at(call), info))
     return analysis
 
