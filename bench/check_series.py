@@ -42,10 +42,10 @@ def timed(argv: list[str], cwd: Path, env: dict | None = None) -> tuple[float, s
 
 
 def spatch(kernel: Path, files: list[Path], jobs: int = 1) -> tuple[float, int]:
-    """mini_lock.cocci in report mode over files; (seconds, lines it reported)."""
+    """mini_lock.cocci in report mode over files; (seconds, "preceding lock" reports it printed)."""
     seconds, proc = timed(["spatch", "--very-quiet", "-D", "report", "--no-includes", "--jobs", str(jobs),
                            "--sp-file", str(kernel / MINI_LOCK), *map(str, files)], kernel)
-    return seconds, len(proc.stdout.splitlines())
+    return seconds, sum("preceding lock" in line for line in proc.stdout.splitlines())
 
 
 def series_bench(kernel: Path, work: Path) -> None:
