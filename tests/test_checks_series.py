@@ -18,6 +18,12 @@ def check_json(capsys, series: Path, repo: Path, *extra: str) -> tuple[int, dict
     return code, json.loads(capsys.readouterr().out)
 
 
+@pytest.fixture(autouse=True)
+def private_facts_cache(tmp_path, monkeypatch):
+    """Analyse for real: no facts cached by an earlier run of the checker."""
+    monkeypatch.setenv("PATCHBENCH_CACHE", str(tmp_path / "cache"))
+
+
 @pytest.fixture(scope="module")
 def kernel_clone(kernel_tree: Path, tmp_path_factory) -> tuple[Path, str]:
     repo = tmp_path_factory.mktemp("check") / "linux"
