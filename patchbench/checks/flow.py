@@ -334,12 +334,18 @@ class _Walker:
             states = self.call(call, states)
         if assignments:
             for assignment in self.assignments(node):
+                if assignment.type == "update_expression":   # x++: only what was known of x goes
+                    target = assignment.child_by_field_name("argument")
+                    if target is not None and self.transfer.correlate_branches:
+                        states = self.forget(self.text(target), states)
+                    continue
                 left = assignment.child_by_field_name("left")
-                states = self.assign(self.text(left), assignment.child_by_field_name("right"), states)
+                states = self.assign(self.text(left), assignment.child_by_field_name("right"), states,
+                                     plain=self.operator(assignment) == "=")
         return states
 
     def assignments(self, node: tree_sitter.Node) -> list[tree_sitter.Node]:
-        """Plain `x = value` at the top of an expression statement (or a comma list of them)."""
+        """`x = value`, `x += v` and `x++` at the top of an expression statement (or a comma list)."""
         found = []
         pending = [node]
         while pending:
@@ -348,6 +354,9 @@ class _Walker:
                 pending.extend(current.named_children)
             elif current.type == "assignment_expression" and \
                     current.child_by_field_name("left").type == "identifier":
+                found.append(current)
+            elif current.type == "update_expression" and current.child_by_field_name("argument") is not None \
+                    and current.child_by_field_name("argument").type == "identifier":
                 found.append(current)
         return found
 
@@ -362,11 +371,12 @@ class _Walker:
                     states = self.forget(argument[1:], states)
         return {self.transfer.call(state, call) for state in states}
 
-    def assign(self, target: str, value: tree_sitter.Node | None, states: set) -> set:
+    def assign(self, target: str, value: tree_sitter.Node | None, states: set, plain: bool = True) -> set:
+        """`target = value` (plain) or `target op= value`."""
         if value is None:
             return states
         inner = _unwrap(value)
-        if inner.type == "call_expression":
+        if inner.type == "call_expression" and plain:
             calls = self.function.calls_within(inner)
             if calls and calls[-1].node == inner:
                 self.tested[target] = calls[-1]
@@ -374,7 +384,7 @@ class _Walker:
             self.tested.pop(target, None)
         if self.transfer.correlate_branches:
             states = self.forget(target, states)
-            known = _KNOWN_TRUTH.get(squeeze(self.text(inner)))
+            known = _KNOWN_TRUTH.get(squeeze(self.text(inner))) if plain else None
             if known is not None:   # `locked = true;`: a later `if (locked)` knows its branch
                 states = {state | {("branch", target, known)} for state in states}
         return {self.transfer.assign(state, target, value, self.function) for state in states}

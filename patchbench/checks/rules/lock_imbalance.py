@@ -27,6 +27,11 @@ MESSAGE = "a lock taken in the function is not released on some return path"
 # Names of functions meant to return with a lock held: foo_lock(), foo_lock_irqsave(), foo_trylock(), ...
 _WRAPPER_NAME = re.compile(r"(^|_)(try)?lock(_bh|_irq\w*|_nested|_shared|_exclusive|_all)?$"
                            r"|lock_sock$|_(acquire|get|begin|start|enter|hold)$", re.IGNORECASE)
+# Words of names of functions that hand a lock to their caller: foo_lock_channel(), bar_acquire_nvm().
+_HANDING_NAME = re.compile(r"(^|_)(try)?lock(_|$)|acquire|_get_|_get$|_hold|_begin|_start|_enter|suspend"
+                           r"|(^|_)pre_|prepare", re.IGNORECASE)
+# Registrations whose counterpart releases: .pre_doit/.post_doit, .start/.stop, .lock/.unlock, ...
+_PAIRED_FIELD = re.compile(r"pre|start|lock|begin|prepare|init|get|enter|acquire", re.IGNORECASE)
 # "Returns with the lock held", "leaves rtnl locked": the function comment says it is meant.
 _DOCUMENTED = re.compile(r"\b(returns?|exits?|leaves?|left)\b[^.]{0,60}\b(held|locked)\b", re.IGNORECASE)
 _FAILURE = re.compile(r"^(NULL|false|ERR_PTR\(.*\)|-E\w+|-\d+)$")
@@ -77,14 +82,30 @@ def _intended(model: FileModel, function: Function, key: str, holding, releasing
     if key in acquires or _WRAPPER_NAME.search(function.name) or _DOCUMENTED.search(function.comment):
         return True
     if not any(("released", key) in state for _, state in releasing):
-        # never released here (the other returns never took it): handed to whoever calls this
-        return bool(model.has_unknown_callers(function.name) or model.callers.get(function.name))
+        # never released here (the other returns never took it): meant only if something says
+        # it is handed on: the name, a paired registration, or in-file callers that release it
+        return bool(_HANDING_NAME.search(function.name)
+                    or any(_PAIRED_FIELD.search(kind) for kind in model.registrations.get(function.name, ()))
+                    or _callers_release(model, function, key))
     kind = _return_kind(model, function)
     if not all(_outcome(kind, node, state) == "success" for node, state in holding):
         return False
     # an int function may also return 0 early by mistake: where it unlocked, it must report errors
     return kind != "int" or all(_outcome(kind, node, state) == "failure" for node, state in releasing
                                 if ("released", key) in state)
+
+
+def _callers_release(model: FileModel, function: Function, key: str) -> bool:
+    """Some in-file caller releases, itself, the lock this function returns holding."""
+    for call in model.callers.get(function.name, []):
+        caller = model.functions.get(call.function)
+        mine = model.at_call_site(key, function, call)
+        transfer = locks.LockTransfer(model)
+        if caller is not None and any(
+                (found := transfer.op(c)) and found[0].action == "release" and found[1] == mine
+                for c in caller.calls):
+            return True
+    return False
 
 
 def _return_kind(model: FileModel, function: Function) -> str:
