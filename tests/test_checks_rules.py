@@ -88,3 +88,14 @@ def test_mutated_missing_unlock_in_tap_is_found(kernel_tree: Path):
     mutated = source.replace(exit_path, b"\t\tkfree_skb(skb);\n\t\treturn total_len;\n")
     found = engine.check_source("drivers/net/tap.c", mutated, OUR_RULES)
     assert [(f.rule, f.function) for f in found] == [("lock-imbalance", "tap_get_user")]
+
+
+@pytest.mark.kernel
+def test_registered_xmit_that_lost_its_only_unlock_is_found(kernel_tree: Path):
+    """tun_xdp_xmit() (an .ndo_xdp_xmit) without the rcu_read_unlock() before its last return."""
+    source = (kernel_tree / "drivers/net/tun.c").read_bytes()
+    tail = b"\t\t__tun_xdp_flush_tfile(tfile);\n\n\trcu_read_unlock();\n\treturn nxmit;\n"
+    assert source.count(tail) == 1
+    mutated = source.replace(tail, b"\t\t__tun_xdp_flush_tfile(tfile);\n\n\treturn nxmit;\n")
+    found = engine.check_source("drivers/net/tun.c", mutated, OUR_RULES)
+    assert [(f.rule, f.function) for f in found] == [("lock-imbalance", "tun_xdp_xmit")]
