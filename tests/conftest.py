@@ -31,3 +31,33 @@ def require_tool(name: str) -> str:
     if path is None:
         pytest.skip(f"{name} is not installed on this machine")
     return path
+
+
+@pytest.fixture(scope="module")
+def kernel_clone(kernel_tree: Path, tmp_path_factory) -> tuple[Path, str]:
+    """A shared, checkout-less clone of the 6.1 tree (the cached tree stays untouched) and its base sha."""
+    from tests.support.git_series import git
+
+    repo = tmp_path_factory.mktemp("kernel-clone") / "linux"
+    git(repo.parent, "clone", "-q", "--shared", "--no-checkout", str(kernel_tree), str(repo))
+    return repo, git(repo, "rev-parse", kernel.TAG)
+
+
+@pytest.fixture
+def check_on_61(kernel_clone, tmp_path, capsys):
+    """Mail patches (tests/support/ring_series.py shape) against 6.1 and `patchbench check` them.
+
+    Returns a function: patches... -> (exit code, JSON report).
+    """
+    import json
+
+    from patchbench.cli import main
+    from tests.support.ring_series import make_series
+
+    repo, base = kernel_clone
+
+    def check(*patches) -> tuple[int, dict]:
+        series = make_series(repo, base, list(patches), tmp_path / "series")
+        code = main(["check", str(series), "--tree", str(repo), "--format", "json"])
+        return code, json.loads(capsys.readouterr().out)
+    return check

@@ -7,14 +7,9 @@ a later repair does not take the finding away from the patch that introduced it.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
-from patchbench.cli import main
-from tests.support.git_series import git
-from tests.support.ring_series import TUN, TUN_HELPER, WAKE_PATCH, make_series, tun_patch
+from tests.support.ring_series import TUN, TUN_HELPER, WAKE_PATCH, tun_patch
 
 INSIDE = "\t\tnetif_wake_subqueue(dev, tfile->queue_index);\n\t\trcu_read_unlock();\n"
 AFTER = "\t\trcu_read_unlock();\n\t\tnetif_wake_subqueue(dev, tfile->queue_index);\n"
@@ -26,43 +21,25 @@ NO_SECTION_PATCH = (TUN, "tun: tun_get() without rcu_read_lock()", [
      "\ttun = rcu_dereference(tfile->tun);\n\tif (tun)\n\t\tdev_hold(tun->dev);\n")])
 
 
-@pytest.fixture(scope="module")
-def kernel_clone(kernel_tree: Path, tmp_path_factory) -> tuple[Path, str]:
-    repo = tmp_path_factory.mktemp("rcu-check") / "linux"
-    git(repo.parent, "clone", "-q", "--shared", "--no-checkout", str(kernel_tree), str(repo))
-    return repo, git(repo, "rev-parse", "v6.1-debian")
-
-
-@pytest.fixture
-def check(kernel_clone, tmp_path, capsys):
-    repo, base = kernel_clone
-
-    def run(*patches) -> tuple[int, dict]:
-        series = make_series(repo, base, list(patches), tmp_path / "series")
-        code = main(["check", str(series), "--tree", str(repo), "--format", "json"])
-        return code, json.loads(capsys.readouterr().out)
-    return run
-
-
 def rcu_findings(report: dict) -> list[tuple]:
     return [(f["rule"], f["function"], f["patch"]) for f in report["findings"] if f["rule"].startswith("rcu-")]
 
 
 @pytest.mark.kernel
-def test_wake_inside_the_section_is_clean(check):
-    _, report = check(tun_patch(TUN_HELPER), WAKE_PATCH)
+def test_wake_inside_the_section_is_clean(check_on_61):
+    _, report = check_on_61(tun_patch(TUN_HELPER), WAKE_PATCH)
     assert rcu_findings(report) == []
 
 
 @pytest.mark.kernel
-def test_late_wake_is_reported_on_its_patch_even_when_repaired_later(check):
-    code, report = check(tun_patch(TUN_HELPER), LATE_WAKE_PATCH, REPAIR_PATCH)
+def test_late_wake_is_reported_on_its_patch_even_when_repaired_later(check_on_61):
+    code, report = check_on_61(tun_patch(TUN_HELPER), LATE_WAKE_PATCH, REPAIR_PATCH)
     assert code == 1
     assert rcu_findings(report) == [("rcu-pointer-escapes", "tun_ring_consume", 2)]
 
 
 @pytest.mark.kernel
-def test_dropped_section_is_reported_on_its_patch(check):
-    code, report = check(tun_patch(TUN_HELPER), WAKE_PATCH, NO_SECTION_PATCH)
+def test_dropped_section_is_reported_on_its_patch(check_on_61):
+    code, report = check_on_61(tun_patch(TUN_HELPER), WAKE_PATCH, NO_SECTION_PATCH)
     assert code == 1
     assert rcu_findings(report) == [("rcu-deref-unprotected", "tun_get", 3)]

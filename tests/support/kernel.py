@@ -11,7 +11,6 @@ import fcntl
 import os
 import shutil
 import subprocess
-import tarfile
 from pathlib import Path
 
 CACHE = Path(os.environ.get("PATCHBENCH_TEST_CACHE", Path.home() / ".cache" / "patchbench-tests"))
