@@ -29,9 +29,9 @@ _WRAPPER_NAME = re.compile(r"(^|_)(try)?lock(_bh|_irq\w*|_nested|_shared|_exclus
                            r"|lock_sock$|_(acquire|get|begin|start|enter|hold)$", re.IGNORECASE)
 # Words of names of functions that hand a lock to their caller: foo_lock_channel(), bar_acquire_nvm().
 _HANDING_NAME = re.compile(r"(^|_)(try)?lock(_|$)|acquire|_get_|_get$|_hold|_begin|_start|_enter|suspend"
-                           r"|(^|_)pre_|prepare", re.IGNORECASE)
+                           r"|(^|_)pre_|prep|_down$|lookup", re.IGNORECASE)
 # Registrations whose counterpart releases: .pre_doit/.post_doit, .start/.stop, .lock/.unlock, ...
-_PAIRED_FIELD = re.compile(r"pre|start|lock|begin|prepare|init|get|enter|acquire", re.IGNORECASE)
+_PAIRED_FIELD = re.compile(r"pre|start|next|lock|begin|prepare|init|get|enter|acquire", re.IGNORECASE)
 # "Returns with the lock held", "leaves rtnl locked": the function comment says it is meant.
 _DOCUMENTED = re.compile(r"\b(returns?|exits?|leaves?|left)\b[^.]{0,60}\b(held|locked)\b", re.IGNORECASE)
 _FAILURE = re.compile(r"^(NULL|false|ERR_PTR\(.*\)|-E\w+|-\d+)$")
@@ -84,15 +84,21 @@ def _intended(model: FileModel, function: Function, key: str, holding, releasing
     if not any(("released", key) in state for _, state in releasing):
         # never released here (the other returns never took it): meant only if something says
         # it is handed on: the name, a paired registration, or in-file callers that release it
-        return bool(_HANDING_NAME.search(function.name)
-                    or any(_PAIRED_FIELD.search(kind) for kind in model.registrations.get(function.name, ()))
-                    or _callers_release(model, function, key))
+        if (_HANDING_NAME.search(function.name) or _callers_release(model, function, key)
+                or any(_PAIRED_FIELD.search(kind) for kind in model.registrations.get(function.name, ()))):
+            return True
+        # or the returns say it: kept where it succeeds, never taken where it fails (a lookup)
+        kind = _return_kind(model, function)
+        return bool(releasing) and _reports(kind, holding, "success") and _reports(kind, releasing, "failure")
     kind = _return_kind(model, function)
-    if not all(_outcome(kind, node, state) == "success" for node, state in holding):
+    if not _reports(kind, holding, "success"):
         return False
     # an int function may also return 0 early by mistake: where it unlocked, it must report errors
-    return kind != "int" or all(_outcome(kind, node, state) == "failure" for node, state in releasing
-                                if ("released", key) in state)
+    return kind != "int" or _reports(kind, [(n, s) for n, s in releasing if ("released", key) in s], "failure")
+
+
+def _reports(kind: str, exits, outcome: str) -> bool:
+    return all(_outcome(kind, node, state) == outcome for node, state in exits)
 
 
 def _callers_release(model: FileModel, function: Function, key: str) -> bool:
