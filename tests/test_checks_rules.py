@@ -68,34 +68,30 @@ def test_pristine_61_files_have_no_lock_findings(kernel_tree: Path, path: str):
     assert found == []
 
 
-@pytest.mark.kernel
-def test_mutated_tun_consume_without_lock_is_found(kernel_tree: Path):
-    """Drop the lock from 6.1's own ptr_ring_consume() use in tun_ring_recv: the lockless spelling."""
-    source = (kernel_tree / "drivers/net/tun.c").read_bytes()
-    assert source.count(b"ptr = ptr_ring_consume(&tfile->tx_ring);") == 2
-    mutated = source.replace(b"ptr = ptr_ring_consume(&tfile->tx_ring);",
-                             b"ptr = __ptr_ring_consume(&tfile->tx_ring);", 1)
-    found = engine.check_source("drivers/net/tun.c", mutated, OUR_RULES)
-    assert [(f.rule, f.function) for f in found] == [("ptr-ring-consume-unlocked", "tun_ring_recv")]
+def findings_of_mutation(kernel_tree: Path, path: str, old: bytes, new: bytes) -> list[tuple[str, str]]:
+    """(rule, function) of our findings on a 6.1 file with its first `old` (which must be there) made `new`."""
+    source = (kernel_tree / path).read_bytes()
+    assert old in source
+    found = engine.check_source(path, source.replace(old, new, 1), OUR_RULES)
+    return [(f.rule, f.function) for f in found]
+
+
+# Real code made wrong the way a patch would: each must be found, and nothing else.
+MUTATIONS = {
+    "tun_ring_recv consumes without the lock": (
+        "drivers/net/tun.c", b"ptr = ptr_ring_consume(&tfile->tx_ring);", b"ptr = __ptr_ring_consume(&tfile->tx_ring);",
+        ("ptr-ring-consume-unlocked", "tun_ring_recv")),
+    "tap_get_user forgets one of its three RCU unlocks": (
+        "drivers/net/tap.c", b"\t\tkfree_skb(skb);\n\t\trcu_read_unlock();\n\t\treturn total_len;\n",
+        b"\t\tkfree_skb(skb);\n\t\treturn total_len;\n", ("lock-imbalance", "tap_get_user")),
+    "tun_xdp_xmit (an .ndo_xdp_xmit) loses the unlock before its last return": (
+        "drivers/net/tun.c", b"\t\t__tun_xdp_flush_tfile(tfile);\n\n\trcu_read_unlock();\n\treturn nxmit;\n",
+        b"\t\t__tun_xdp_flush_tfile(tfile);\n\n\treturn nxmit;\n", ("lock-imbalance", "tun_xdp_xmit")),
+}
 
 
 @pytest.mark.kernel
-def test_mutated_missing_unlock_in_tap_is_found(kernel_tree: Path):
-    """tap_get_user() unlocks RCU on each of its 3 exits; forget the one before `return total_len`."""
-    source = (kernel_tree / "drivers/net/tap.c").read_bytes()
-    exit_path = b"\t\tkfree_skb(skb);\n\t\trcu_read_unlock();\n\t\treturn total_len;\n"
-    assert source.count(exit_path) == 1
-    mutated = source.replace(exit_path, b"\t\tkfree_skb(skb);\n\t\treturn total_len;\n")
-    found = engine.check_source("drivers/net/tap.c", mutated, OUR_RULES)
-    assert [(f.rule, f.function) for f in found] == [("lock-imbalance", "tap_get_user")]
-
-
-@pytest.mark.kernel
-def test_registered_xmit_that_lost_its_only_unlock_is_found(kernel_tree: Path):
-    """tun_xdp_xmit() (an .ndo_xdp_xmit) without the rcu_read_unlock() before its last return."""
-    source = (kernel_tree / "drivers/net/tun.c").read_bytes()
-    tail = b"\t\t__tun_xdp_flush_tfile(tfile);\n\n\trcu_read_unlock();\n\treturn nxmit;\n"
-    assert source.count(tail) == 1
-    mutated = source.replace(tail, b"\t\t__tun_xdp_flush_tfile(tfile);\n\n\treturn nxmit;\n")
-    found = engine.check_source("drivers/net/tun.c", mutated, OUR_RULES)
-    assert [(f.rule, f.function) for f in found] == [("lock-imbalance", "tun_xdp_xmit")]
+@pytest.mark.parametrize("name", MUTATIONS)
+def test_mutated_61_driver_is_found(kernel_tree: Path, name: str):
+    path, old, new, expected = MUTATIONS[name]
+    assert findings_of_mutation(kernel_tree, path, old, new) == [expected]

@@ -3,11 +3,13 @@
 Accepted, not findings:
 - a function meant to return with the lock: `__acquires`, a name like foo_lock()/foo_trylock(),
   a comment "returns with ... held";
-- a lock held at EVERY return of a function that someone else continues: it has in-file callers,
-  is registered as a callback (pre_doit/post_doit, pre_reset/post_reset pairs) or is exported;
+- a lock this function never releases itself (the returns without it never took it), when
+  something says it is handed on: a name word (foo_lock_channel, acquire, lookup, prep,
+  reset_down), a paired registration (.pre_doit, .start/.next, .lock, .init) or an in-file
+  caller that releases it; or the returns say it (kept where it succeeds, absent where it fails);
 - a lock held only on the returns that report success and released on those that report failure,
   judged by the return type (0 or a count for int, true for bool, a pointer, against -EINVAL,
-  false, NULL, ERR_PTR()): the trylock and lookup-locked shapes;
+  false, NULL, ERR_PTR()) and by what the path tested: the trylock and lookup-locked shapes;
 - locks released here that the caller took, and `guard()` locks, which the compiler releases.
 """
 
