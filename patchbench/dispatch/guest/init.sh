@@ -39,6 +39,10 @@ tunctl -t pbtap0 >/dev/null && ip link set pbtap0 up && ip addr add 10.13.0.1/24
 # veth: one end in a second network namespace; ping across.
 unshare -n sleep 600 &
 ns=$!
+for i in 1 2 3 4 5 6 7 8 9 10; do  # until unshare has made the namespace (else the move is a no-op)
+	[ "$(readlink /proc/$ns/ns/net)" != "$(readlink /proc/self/ns/net)" ] && break
+	sleep 0.2
+done
 ip link add pbveth0 type veth && ip link set veth0 name pbveth1 && ip link set pbveth1 netns $ns \
 	|| finish "FAIL veth: create/move"
 ip addr add 10.11.0.1/24 dev pbveth0 && ip link set pbveth0 up
