@@ -13,7 +13,7 @@ from rich.text import Text
 
 
 def _label(kind: str, patch: int | None, commit: str) -> str:
-    where = f"patch {patch}" if patch is not None else "head"
+    where = f"patch {patch}" if patch is not None and kind == "objects" else "head"
     return f"{kind} {where} {commit[:12]}"
 
 

@@ -11,7 +11,8 @@ def to_json(results: list[JobResult]) -> list[dict]:
 
 def _title(result: JobResult) -> str:
     what = "kernel" if result.scope == "kernel" else result.kind
-    where = f"patch {result.patch}" if result.patch is not None and result.scope != "kernel" else "head"
+    per_patch = result.scope == "objects" and result.patch is not None  # kernel and boot jobs are the head's
+    where = f"patch {result.patch}" if per_patch else "head"
     return f"{what} {where} {result.commit[:12]}"
 
 
