@@ -202,3 +202,13 @@ def test_touched_files_map_to_objects_and_headers_to_their_includers(tmp_path):
     files = ("drivers/net/tap.c", "include/linux/ptr_ring.h", "Documentation/networking/tuntap.rst",
              "arch/x86/entry/entry_64.S", "tools/testing/selftests/net/tun.c")
     assert objects_for(files, kbuild) == ["arch/x86/entry/entry_64.o", "drivers/net/tap.o", "drivers/net/tun.o"]
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["build", "a..b", "--tree", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == f"patchbench: error: not a git repository: {tmp_path}"
+    repo = _repo_with_two_commits(tmp_path)
+    assert main(["boot", "HEAD..HEAD", "--tree", str(repo)]) == 2
+    assert "holds no commit" in capsys.readouterr().err
+    assert main(["build", "base..HEAD", "--tree", str(repo), "--config", str(tmp_path / "missing.config")]) == 2
+    assert "config fragment not found" in capsys.readouterr().err
