@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import sys
 
-from patchbench.commands.build import add_dispatch_arguments, add_series_arguments, applied_from, dispatch, \
-    print_results
+from patchbench.commands.build import add_dispatch_arguments, add_kselftest_argument, add_series_arguments, \
+    applied_from, dispatch, print_results
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("boot", help="build the series head, boot it in QEMU and run the smoke test")
     add_series_arguments(parser)
     add_dispatch_arguments(parser)
+    add_kselftest_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -19,6 +20,7 @@ def run(args) -> int:
     applied = applied_from(args)
     if applied.failed is not None:
         print(f"patchbench: patch {applied.failed.index} does not apply: {applied.failed.reason}", file=sys.stderr)
-    results = dispatch(applied, args, objects=False, kernel=True, boot=True)
+    results = dispatch(applied, args, objects=False, kernel=True, boot=True,
+                       kselftests=tuple(args.kselftest))
     code = print_results(applied, results, args.format)
     return 1 if applied.failed is not None else code

@@ -12,6 +12,7 @@ from patchbench.dispatch import commits, progress, workspace
 from patchbench.dispatch.jobs import JobResult, Target
 from patchbench.dispatch.kbuild import DEFAULT_MAKE_VARS
 from patchbench.dispatch.kconfig import KernelConfig
+from patchbench.dispatch.kselftest import Selection
 from patchbench.dispatch.runner import LocalRunner, default_context, plan
 from patchbench.dispatch.store import ResultStore
 from patchbench.errors import BadInput
@@ -53,6 +54,13 @@ def add_dispatch_arguments(parser: argparse.ArgumentParser, formats: tuple[str, 
     parser.add_argument("--format", choices=formats, default="text", help="output format (default: text)")
 
 
+def add_kselftest_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kselftest", metavar="TARGET[:TEST]", action="append", default=[], type=Selection.parse,
+                        help="after the smoke test, run this kselftest target (a directory under "
+                             "tools/testing/selftests, e.g. net/af_unix) or one TEST of it, built from the "
+                             "same commit; raise --boot-timeout for long ones (repeatable)")
+
+
 def applied_from(args) -> ApplyResult:
     """The commits to work on: a range of the tree, or the series applied in isolation."""
     repo = Path(args.tree)
@@ -65,13 +73,14 @@ def applied_from(args) -> ApplyResult:
     return apply_series(load_series(args.source, args.version), repo, args.base)
 
 
-def dispatch(applied: ApplyResult, args, *, objects: bool, kernel: bool, boot: bool) -> list[JobResult]:
+def dispatch(applied: ApplyResult, args, *, objects: bool, kernel: bool, boot: bool,
+             kselftests: tuple[Selection, ...] = ()) -> list[JobResult]:
     cache = args.cache or workspace.cache_root()
     make_vars = {**DEFAULT_MAKE_VARS, **({"C": "1"} if args.sparse else {})}
     target = Target(applied.repo.resolve(), applied.base, KernelConfig.netdev(args.config),
                     tuple(sorted(make_vars.items())), sandboxed=not args.no_sandbox)
     jobs = plan(applied, target, objects=objects, kernel=kernel, boot=boot,
-                build_timeout=args.build_timeout, boot_timeout=args.boot_timeout)
+                build_timeout=args.build_timeout, boot_timeout=args.boot_timeout, kselftests=kselftests)
     store = ResultStore(args.results or cache / "results.sqlite")
     try:
         ctx = default_context(args.logs, cache, progress.for_stream(sys.stderr))

@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 
 from patchbench.checks.patches import check_applied
-from patchbench.commands.build import add_dispatch_arguments, add_series_arguments, dispatch
+from patchbench.commands.build import add_dispatch_arguments, add_kselftest_argument, add_series_arguments, \
+    dispatch
+from patchbench.errors import BadInput
 from patchbench.report import jobs as jobs_report
 from patchbench.report.findings import FORMATS, PatchLine, render
 from patchbench.series import load_series
@@ -24,10 +26,13 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--build", action="store_true", help="compile each patch's touched objects (W=1)")
     parser.add_argument("--boot", action="store_true", help="build the head's kernel and boot it in QEMU")
     add_dispatch_arguments(parser, formats=FORMATS)
+    add_kselftest_argument(parser)
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
+    if args.kselftest and not args.boot:
+        raise BadInput("--kselftest runs in the boot guest: add --boot")
     series = load_series(args.source, args.version)
     applied = apply_series(series, Path(args.tree), args.base)
     for warning in applied.warnings:
@@ -35,7 +40,8 @@ def run(args) -> int:
     checked = check_applied(applied)
     results = []
     if (args.build or args.boot) and applied.applied:
-        results = dispatch(applied, args, objects=args.build, kernel=args.boot, boot=args.boot)
+        results = dispatch(applied, args, objects=args.build, kernel=args.boot, boot=args.boot,
+                           kselftests=tuple(args.kselftest))
     subjects = {p.index: p.subject for p in applied.applied}
     patches = [PatchLine(p.index, p.commit, subjects.get(p.index, "")) for p in checked.patches]
     failed = applied.to_json()["failed"]

@@ -1,4 +1,5 @@
-"""Our own small guest: Debian's static busybox, a static tun helper and an init script, as a gzipped cpio.
+"""Our own small guest: Debian's static busybox, a static tun helper, an init script and the kselftests
+a boot job names, as a gzipped cpio.
 
 Chosen over virtme-ng because it needs nothing on the host beyond busybox-static and gcc (virtme-ng
 needs udev and a 9p root), boots in about 2 s under TCG, and the whole guest is ours to read.
@@ -11,8 +12,9 @@ import hashlib
 import shutil
 import struct
 import subprocess
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+from patchbench.dispatch.kselftest import GuestFile
 from patchbench.errors import BadInput
 
 GUEST = Path(__file__).with_name("guest")
@@ -46,12 +48,15 @@ def _newc(name: str, mode: int, data: bytes = b"", rdev: tuple[int, int] = (0, 0
     return entry + pad(len(entry)) + data + pad(len(data))
 
 
-def build(cache: Path) -> Path:
-    """The initramfs for boot jobs, rebuilt only when busybox, the helper or init change."""
+def build(cache: Path, extra: list[GuestFile] = ()) -> Path:
+    """The initramfs for boot jobs, rebuilt only when busybox, the helper, init or the extra files change."""
     busybox = _static_busybox()
     helper_src = GUEST / "tun_echo.c"
     init = (GUEST / "init.sh").read_bytes()
-    digest = hashlib.sha256(busybox.read_bytes() + helper_src.read_bytes() + init).hexdigest()[:16]
+    material = hashlib.sha256(busybox.read_bytes() + helper_src.read_bytes() + init)
+    for f in extra:
+        material.update(f"{f.name}\0{f.mode}\0{len(f.data)}\0".encode() + f.data)
+    digest = material.hexdigest()[:16]
     out = cache / "initramfs" / f"{digest}.cpio.gz"
     if out.exists():
         return out
@@ -70,6 +75,11 @@ def build(cache: Path) -> Path:
         ("bin/tun_echo", 0o100755, helper.read_bytes(), (0, 0)),
         ("init", 0o100755, init, (0, 0)),
     ]
+    present = {name for name, *_ in files}
+    for f in extra:
+        parents = [str(p) for p in reversed(PurePosixPath(f.name).parents) if str(p) not in (".", *present)]
+        present.update(parents)
+        files += [(d, 0o40755, b"", (0, 0)) for d in parents] + [(f.name, f.mode, f.data, (0, 0))]
     archive = b"".join(_newc(name, mode, data, rdev, ino) for ino, (name, mode, data, rdev)
                        in enumerate(files, start=1)) + _newc("TRAILER!!!", 0)
     tmp = out.with_suffix(".tmp")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from patchbench.dispatch.kbuild import DEFAULT_MAKE_VARS
 from patchbench.dispatch.kconfig import KernelConfig
+from patchbench.dispatch.kselftest import KselftestResult, Selection
 from patchbench.dispatch.warnings import Diagnostic
 
 STATUSES = ("pass", "fail", "error", "skip")
@@ -46,11 +47,14 @@ class KernelJob:
 
 @dataclass(frozen=True)
 class BootJob:
-    """Boot the kernel built by the KernelJob of the same target and commit; run the smoke test."""
+    """Boot the kernel built by the KernelJob of the same target and commit; run the smoke test,
+    then the kselftests named, built from the same commit."""
     target: Target
     commit: str
     patch: int | None = None
     timeout: float = 60.0          # seconds under KVM; stretched under TCG
+    kselftests: tuple[Selection, ...] = ()
+    build_timeout: float = 3600.0  # for building the kselftests, as for the kernel
     kind: str = "boot"
 
 
@@ -75,6 +79,7 @@ class JobResult:
     seen_before: list[str] = field(default_factory=list)  # earlier commits that failed with this fingerprint
     accel: str | None = None
     image: str | None = None       # the bzImage a full build produced
+    kselftests: list[KselftestResult] = field(default_factory=list)  # per test, as the guest's TAP said
 
     def to_json(self) -> dict:
         data = {"kind": self.kind, "patch": self.patch, "commit": self.commit, "status": self.status,
@@ -85,5 +90,5 @@ class JobResult:
                         objects=self.objects, image=self.image, log=self.log)
         else:
             data.update(fingerprint=self.fingerprint, splats=self.splats, seen_before=self.seen_before,
-                        console=self.log, accel=self.accel)
+                        console=self.log, accel=self.accel, kselftests=[k.to_json() for k in self.kselftests])
         return data

@@ -10,13 +10,16 @@ from typing import Protocol
 from patchbench.dispatch.boot import run_boot
 from patchbench.dispatch.build import Context, JobFailed, run_kernel, run_objects
 from patchbench.dispatch.jobs import BootJob, Job, JobResult, KernelJob, ObjectsJob, Target
+from patchbench.dispatch.kselftest import Selection
 from patchbench.dispatch.store import ResultStore
 from patchbench.tree import ApplyResult
 
 
 def plan(applied: ApplyResult, target: Target, *, objects: bool = True, kernel: bool = False,
-         boot: bool = False, build_timeout: float = 3600.0, boot_timeout: float = 60.0) -> list[Job]:
-    """Per patch an objects build; then, when asked, the whole kernel at the head and its boot."""
+         boot: bool = False, build_timeout: float = 3600.0, boot_timeout: float = 60.0,
+         kselftests: tuple[Selection, ...] = ()) -> list[Job]:
+    """Per patch an objects build; then, when asked, the whole kernel at the head and its boot
+    (with the kselftests named)."""
     jobs: list[Job] = []
     if objects:
         jobs += [ObjectsJob(target, p.index, p.parent, p.commit, tuple(p.files), build_timeout)
@@ -25,7 +28,8 @@ def plan(applied: ApplyResult, target: Target, *, objects: bool = True, kernel: 
     if kernel or boot:
         jobs.append(KernelJob(target, applied.head, head_patch, build_timeout))
     if boot:
-        jobs.append(BootJob(target, applied.head, head_patch, timeout=boot_timeout))
+        jobs.append(BootJob(target, applied.head, head_patch, timeout=boot_timeout, kselftests=kselftests,
+                            build_timeout=build_timeout))
     return jobs
 
 

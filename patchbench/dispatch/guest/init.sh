@@ -1,6 +1,7 @@
 #!/bin/sh
 # patchbench guest init: bring up tun, tap, veth (across namespaces) and virtio-net, move packets
-# through each, print one PATCHBENCH-SMOKE status line and reboot: QEMU runs with -no-reboot, so that
+# through each, print one PATCHBENCH-SMOKE status line, run the kselftests the job put under /kselftest
+# (their TAP between begin and end markers) and reboot: QEMU runs with -no-reboot, so that
 # ends it (the tiny kernel has no ACPI to power off with).
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
@@ -18,6 +19,11 @@ finish() {
 		cat /sys/kernel/debug/kmemleak
 	fi
 	echo "PATCHBENCH-SMOKE: $*"
+	if [ -x /kselftest/run_kselftest.sh ]; then
+		echo PATCHBENCH-KSELFTEST-BEGIN
+		/kselftest/run_kselftest.sh $(cat /kselftest/patchbench-args) 2>&1
+		echo PATCHBENCH-KSELFTEST-END
+	fi
 	reboot -f
 }
 

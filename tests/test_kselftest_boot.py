@@ -1,0 +1,51 @@
+"""A real kselftest, built from the series' own 6.1 worktree, run in the booted guest after the smoke test.
+
+Shares the cached netdev build directory and kernel of tests/test_build_boot.py (same tree, base and
+config), so only the selftest itself is compiled here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require_tool
+from tests.support import kernel
+from tests.support.planted import plant
+from tests.test_build_boot import patchbench
+
+pytestmark = [pytest.mark.slow, pytest.mark.kernel]
+
+
+@pytest.fixture(scope="module")
+def clean_head(kernel_tree):
+    for tool in ("make", "gcc", "ccache", "bwrap", "qemu-system-x86_64", "rsync", "ldd"):
+        require_tool(tool)
+    base = kernel.base_commit(kernel_tree)
+    head, _ = plant(kernel_tree, "warning-series", base)  # nothing a boot would notice
+    return base, head
+
+
+def test_a_named_kselftest_runs_in_the_guest_and_its_tap_is_parsed(kernel_tree, clean_head, tmp_path):
+    base, head = clean_head
+    code, report, _ = patchbench("boot", f"{base}..{head}", "--tree", str(kernel_tree),
+                                 "--results", str(tmp_path / "results.sqlite"),
+                                 "--kselftest", "net/af_unix:unix_connect")
+    boot_job = report["jobs"][-1]
+    console = Path(boot_job["console"]).read_text()
+    assert boot_job["status"] == "pass", f"{boot_job['reason']}\n{console[-3000:]}"
+    assert code == 0
+    assert boot_job["kselftests"] == [{"target": "net/af_unix", "test": "unix_connect", "status": "pass"}]
+    assert "ok 1 selftests: net/af_unix: unix_connect" in console
+
+
+def test_a_target_the_tree_does_not_have_is_an_error_with_the_reason(kernel_tree, clean_head, tmp_path):
+    base, head = clean_head
+    code, report, stderr = patchbench("boot", f"{base}..{head}", "--tree", str(kernel_tree),
+                                      "--results", str(tmp_path / "results.sqlite"),
+                                      "--kselftest", "net/no_such_target")
+    boot_job = report["jobs"][-1]
+    assert code == 1 and "Traceback" not in stderr
+    assert boot_job["status"] == "error"
+    assert boot_job["reason"] == "no kselftest target net/no_such_target in tools/testing/selftests of this tree"
