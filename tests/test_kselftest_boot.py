@@ -40,6 +40,19 @@ def test_a_named_kselftest_runs_in_the_guest_and_its_tap_is_parsed(kernel_tree, 
     assert "ok 1 selftests: net/af_unix: unix_connect" in console
 
 
+def test_a_failing_kselftest_fails_the_boot_with_its_fingerprint(kernel_tree, clean_head, tmp_path):
+    # diag_uid needs CONFIG_UNIX_DIAG (its target's own `config` asks for it); the netdev config lacks it.
+    base, head = clean_head
+    code, report, _ = patchbench("boot", f"{base}..{head}", "--tree", str(kernel_tree),
+                                 "--results", str(tmp_path / "results.sqlite"),
+                                 "--kselftest", "net/af_unix:diag_uid", "--kselftest", "net/af_unix:unix_connect")
+    boot_job = report["jobs"][-1]
+    assert code == 1 and boot_job["status"] == "fail", boot_job
+    assert boot_job["fingerprint"] == "KSELFTEST:net/af_unix:diag_uid"
+    assert boot_job["kselftests"] == [{"target": "net/af_unix", "test": "diag_uid", "status": "fail"},
+                                      {"target": "net/af_unix", "test": "unix_connect", "status": "pass"}]
+
+
 def test_a_target_the_tree_does_not_have_is_an_error_with_the_reason(kernel_tree, clean_head, tmp_path):
     base, head = clean_head
     code, report, stderr = patchbench("boot", f"{base}..{head}", "--tree", str(kernel_tree),

@@ -53,7 +53,8 @@ class Splat:
         return f"{self.kind}:" + "|".join(frames[:FRAMES_IN_FINGERPRINT])
 
 
-def _clean(line: str) -> str:
+def clean_line(line: str) -> str:
+    """A console line without its printk timestamp."""
     return _TIMESTAMP.sub("", line.rstrip("\r"))
 
 
@@ -67,7 +68,7 @@ def splats(console: str) -> list[Splat]:
     found: list[Splat] = []
     current: Splat | None = None
     for raw in console.splitlines():
-        line = _clean(raw)
+        line = clean_line(raw)
         kind = next((k for k, pattern in _HEADERS if pattern.search(line)), None)
         if kind == "PANIC" and current is not None:
             continue  # "Kernel panic" after an oops is a consequence: the oops is the fingerprint
@@ -100,7 +101,7 @@ def smoke_status(console: str) -> tuple[str | None, str]:
 
 def last_words(console: str, count: int = 3) -> list[str]:
     """The last non-empty console lines, for a report on a guest that went silent."""
-    return [line for line in (_clean(l).strip() for l in console.splitlines()) if line][-count:]
+    return [line for line in (clean_line(l).strip() for l in console.splitlines()) if line][-count:]
 
 
 def normalise(line: str) -> str:

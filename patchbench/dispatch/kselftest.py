@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchbench.dispatch.console import clean_line
 from patchbench.errors import BadInput
 
 SELFTESTS = "tools/testing/selftests"
@@ -23,9 +24,11 @@ BEGIN, END = "PATCHBENCH-KSELFTEST-BEGIN", "PATCHBENCH-KSELFTEST-END"
 _NAME = re.compile(r"^[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)*$")
 # run_kselftest.sh reports each test on an unindented TAP line; nested TAP of the test itself is "# "-prefixed.
 _TAP = re.compile(r"^(?P<not>not )?ok \d+ (?P<name>.*?)(?:\s+#\s*(?P<directive>\S+).*)?$")
-_TIMESTAMP = re.compile(r"^\[\s*\d+\.\d+\]\s?")
 # Interpreters of installed scripts that busybox does not provide, copied in from the host.
 COPIED_INTERPRETERS = ("bash",)
+# runner.sh gives each test its time limit only through this path (busybox's timeout lacks --foreground):
+# with it a hanging test is reported "not ok ... # TIMEOUT" instead of hanging the whole boot.
+HOST_TIMEOUT = Path("/usr/bin/timeout")
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ def guest_files(install: Path, selections: tuple[Selection, ...]) -> list[GuestF
     """The install tree under /kselftest, the runner's arguments, and what its programs need from the host."""
     files = [GuestFile(f"{GUEST_DIR}/{ARGS_FILE}", 0o100644,
                        " ".join(a for s in selections for a in s.runner_args()).encode() + b"\n")]
-    needed: set[Path] = set()
+    needed: set[Path] = {HOST_TIMEOUT, *_shared_libraries(HOST_TIMEOUT)} if HOST_TIMEOUT.is_file() else set()
     for path in sorted(install.rglob("*")):
         if path.is_symlink() or not path.is_file():
             continue
@@ -117,7 +120,7 @@ def parse_tap(console: str) -> list[KselftestResult]:
     results = []
     inside = False
     for raw in console.splitlines():
-        line = _TIMESTAMP.sub("", raw.rstrip("\r")).strip()
+        line = clean_line(raw).strip()
         if line == BEGIN:
             inside = True
         elif line == END:
@@ -139,4 +142,4 @@ def _split_name(name: str) -> tuple[str, str]:
 
 
 def finished(console: str) -> bool:
-    return any(_TIMESTAMP.sub("", line).strip() == END for line in console.splitlines())
+    return any(clean_line(line).strip() == END for line in console.splitlines())
