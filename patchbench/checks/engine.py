@@ -6,8 +6,12 @@ A rule is a module in patchbench/checks/rules/ (found automatically) that define
     SEVERITY = "error"                    # "error" | "warning" | "note"
     MESSAGE = "a lock taken here is not released on some return path"   # what it checks, one line
     def check(model: FileModel) -> Iterable[Finding]: ...
+    MENTIONS = (b"spin_lock", b"mutex_lock")   # optional: see below
 
 and keeps its tree-sitter queries in queries/<ID>.scm (load with `cparse.rule_query(ID)`).
+A rule's MENTIONS are byte strings of which every file it can report on contains one (the callee
+names its analysis starts from): most kernel files contain none of any rule's, and those are never
+parsed. Plain substrings, not a regex: a failing regex alternation costs more than the search saves.
 `finding(...)` below builds a Finding for it. Findings on a line carrying, or below a comment
 block carrying, `/* patchbench: allow(<rule>) <reason> */` are dropped here, not in the rules.
 A rule that raises is reported on stderr as a warning and the other rules' findings still stand.
@@ -57,10 +61,24 @@ def finding(rule_module: ModuleType, model: FileModel, node: tree_sitter.Node | 
                    line=line, function=function, message=message)
 
 
+def applicable(source: bytes, rule_ids: set[str] | None = None) -> list[ModuleType]:
+    """The rules (of rule_ids) that can report on this text: those whose MENTIONS it matches."""
+    return [module for module in rules() if (rule_ids is None or module.ID in rule_ids)
+            and mentions(source, getattr(module, "MENTIONS", None))]
+
+
+def mentions(source: bytes, words: tuple[bytes, ...] | None) -> bool:
+    """source contains one of words (None: no filter)."""
+    return words is None or any(word in source for word in words)
+
+
 def check_model(model: FileModel, rule_ids: set[str] | None = None) -> list[Finding]:
+    return _check(model, applicable(model.source, rule_ids))
+
+
+def _check(model: FileModel, chosen: list[ModuleType]) -> list[Finding]:
     found: list[Finding] = []
-    for module in rules():
-        if rule_ids is None or module.ID in rule_ids:
+    for module in chosen:
             try:
                 found.extend(module.check(model))
             except Exception as exc:  # one rule's bug must not stop the others or the run
@@ -74,7 +92,10 @@ def check_model(model: FileModel, rule_ids: set[str] | None = None) -> list[Find
 
 def check_source(path: str, source: bytes, rule_ids: set[str] | None = None) -> list[Finding]:
     """All findings of the rules (or of rule_ids) on one C file's text."""
-    return check_model(FileModel.build(path, source), rule_ids)
+    chosen = applicable(source, rule_ids)
+    if not chosen:
+        return []   # no rule can report here: skip parsing
+    return _check(FileModel.build(path, source), chosen)
 
 
 def suppressed(lines: list[bytes], line: int, rule_id: str) -> bool:

@@ -24,6 +24,8 @@ from patchbench.checks import cparse, engine, locks, summaries
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import CallSite, FileModel, Function
 
+# Every file with a lockless primitive call says so: the rest are never walked.
+MENTIONS = (b"__ptr_ring_", b"__skb_array_")
 PRIMITIVES = {
     "consumer": {"__ptr_ring_consume", "__ptr_ring_consume_batched", "__ptr_ring_peek",
                  "__ptr_ring_discard_one", "__ptr_ring_consume_created_space",
@@ -49,7 +51,7 @@ KNOWN_SERIALISED = {
 
 
 def check_side(model: FileModel, rule: ModuleType, side: str) -> list[Finding]:
-    if b"__ptr_ring_" not in model.source and b"__skb_array_" not in model.source:
+    if not engine.mentions(model.source, MENTIONS):
         return []   # the common case, decided without walking the tree
     found = cparse.captures(cparse.rule_query(rule.ID), model.tree.root_node)
     wanted = PRIMITIVES[side] | (RESIZE_SENSITIVE if side == "consumer" and found.get("resize_call")

@@ -37,6 +37,11 @@ _PAIRED_FIELD = re.compile(r"pre|start|next|lock|begin|prepare|init|get|enter|ac
 # "Returns with the lock held", "leaves rtnl locked": the function comment says it is meant.
 _DOCUMENTED = re.compile(r"\b(returns?|exits?|leaves?|left)\b[^.]{0,60}\b(held|locked)\b", re.IGNORECASE)
 _FAILURE = re.compile(r"^(NULL|false|ERR_PTR\(.*\)|-E\w+|-\d+)$")
+# The callee names of queries/lock-imbalance.scm (or a part of them: read_lock is in rcu_read_lock,
+# lock_sock in bh_lock_sock): a file without one has no taker to walk.
+MENTIONS = (b"spin_lock", b"spin_trylock", b"read_lock", b"read_trylock", b"write_lock", b"write_trylock",
+            b"mutex_lock", b"mutex_trylock", b"down_read", b"down_write", b"rtnl_lock", b"rtnl_trylock",
+            b"lock_sock", b"netif_tx_lock", b"netif_tx_trylock", b"guard")
 
 
 def check(model: FileModel) -> Iterable[Finding]:

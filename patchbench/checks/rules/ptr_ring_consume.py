@@ -13,6 +13,8 @@ SEVERITY = "error"
 MESSAGE = ("__ptr_ring_consume*/__ptr_ring_peek/__ptr_ring_discard_one (and __skb_array_*) reached "
            "without the ring's consumer_lock held, here or in every caller")
 
+MENTIONS = ptr_ring.MENTIONS
+
 
 def check(model: FileModel) -> Iterable[Finding]:
     return ptr_ring.check_side(model, engine.rule(ID), "consumer")

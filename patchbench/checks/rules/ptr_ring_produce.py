@@ -13,6 +13,8 @@ SEVERITY = "error"
 MESSAGE = ("__ptr_ring_produce/__ptr_ring_full (and __skb_array_*) reached without the ring's "
            "producer_lock held, here or in every caller")
 
+MENTIONS = ptr_ring.MENTIONS
+
 
 def check(model: FileModel) -> Iterable[Finding]:
     return ptr_ring.check_side(model, engine.rule(ID), "producer")

@@ -28,7 +28,10 @@ from patchbench.checks.rules.queue_ordering import (QueueFacts, barrier_function
 from patchbench.checks.rules.queue_sites import (STOP_UNMATCHED, WRONG_QUEUE, QueueSite, QueueSites, Verdict,
                                                  collect, same_queue)
 
-_ANY_STOP = re.compile(rb"\bnetif_(tx_)?stop_|\bnetif_(subqueue|txq)_(try|maybe)_stop")
+# The words of ANY_STOP, for the engine's check before parsing.
+STOP_WORDS = (b"netif_stop_", b"netif_tx_stop_", b"netif_subqueue_try_stop", b"netif_subqueue_maybe_stop",
+              b"netif_txq_try_stop", b"netif_txq_maybe_stop")
+ANY_STOP = re.compile(rb"\bnetif_(tx_)?stop_|\bnetif_(subqueue|txq)_(try|maybe)_stop")
 _RING_PRODUCE = re.compile(r"^(__ptr_ring_produce|ptr_ring_produce\w*|skb_array_produce\w*)$")
 
 
@@ -54,7 +57,7 @@ _CACHE: dict[str, tuple[FileModel, list[Verdict]]] = {}
 
 
 def _analyse(model: FileModel) -> list[Verdict]:
-    if not _ANY_STOP.search(model.source):
+    if not ANY_STOP.search(model.source):
         return []  # most files never stop a queue: skip the query
     found = collect(model)
     sides = Sides(model)

@@ -15,6 +15,8 @@ ID = queue_flow.STOP_UNMATCHED
 SEVERITY = "error"
 MESSAGE = "a tx queue stop with no wake of the same queue on the path that frees space"
 
+MENTIONS = queue_flow.STOP_WORDS
+
 
 def check(model: FileModel) -> Iterable[Finding]:
     return queue_flow.findings(ID, model)

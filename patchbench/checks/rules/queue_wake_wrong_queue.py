@@ -15,6 +15,8 @@ ID = queue_flow.WRONG_QUEUE
 SEVERITY = "error"
 MESSAGE = "the completion-side wake names a different queue than the stop"
 
+MENTIONS = queue_flow.STOP_WORDS
+
 
 def check(model: FileModel) -> Iterable[Finding]:
     return queue_flow.findings(ID, model)

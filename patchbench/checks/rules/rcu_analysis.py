@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import tree_sitter
 
-from patchbench.checks import flow
+from patchbench.checks import engine, flow
 from patchbench.checks.model import CallSite, FileModel, Function, squeeze
 from patchbench.checks.rules import rcu_functions as F
 from patchbench.checks.rules import rcu_primitives as P
@@ -38,7 +38,7 @@ from patchbench.checks.rules import rcu_primitives as P
 ROUNDS = 4
 MAX_LEVEL = 4
 USE = F.USE      # the rules tell use sites from primitive calls by this name
-_MENTIONS_RCU = re.compile(rb"rcu|rtnl_dereference")
+MENTIONS = (b"rcu", b"rtnl_dereference")
 
 
 @dataclass
@@ -345,7 +345,7 @@ def analyse(model: FileModel) -> Analysis:
 
 
 def _analyse(model: FileModel) -> Analysis:
-    if not _MENTIONS_RCU.search(model.source):   # most files: nothing to judge, skip the walks
+    if not engine.mentions(model.source, MENTIONS):   # most files: nothing to judge, skip the walks
         return Analysis(model, {}, frozenset(), frozenset())
     helpers: set[str] = set()
     functions = model.functions

@@ -22,6 +22,8 @@ MESSAGE = "rcu_dereference*() used outside the read-side section, lock or RTNL i
 
 _RANK = {"ok": 0, "weak": 1, "rtnl": 1, "missing": 2}
 
+MENTIONS = A.MENTIONS
+
 
 def check(model: FileModel) -> Iterable[Finding]:
     module = engine.rule(ID)

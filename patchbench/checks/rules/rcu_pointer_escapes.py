@@ -19,6 +19,8 @@ MESSAGE = "a pointer obtained by rcu_dereference*() is used after its read-side 
 
 _HOW = {"deref": "dereferenced", "pass": "passed to a call"}
 
+MENTIONS = A.MENTIONS
+
 
 def check(model: FileModel) -> Iterable[Finding]:
     module = engine.rule(ID)
