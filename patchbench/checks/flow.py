@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Hashable, Iterable
 
 import tree_sitter
@@ -398,10 +399,14 @@ class _Walker:
 
     def forget(self, variable: str, states: set) -> set:
         """Drop the branch tags of conditions that mention `variable` (it changed)."""
-        word = re.compile(rf"\b{re.escape(variable)}\b")
-        return {frozenset(f for f in state
-                          if not (isinstance(f, tuple) and f[0] == "branch" and word.search(f[1])))
-                for state in states}
+        word = _word(variable)
+        forgotten = set()
+        for state in states:
+            # the substring test first: most facts are not tags, and most tags name other variables
+            stale = [f for f in state if isinstance(f, tuple) and f[0] == "branch"
+                     and variable in f[1] and word.search(f[1])]
+            forgotten.add(state.difference(stale) if stale else state)
+        return forgotten
 
     def condition(self, node: tree_sitter.Node | None, states: set) -> tuple[set, set]:
         """(states where the condition is true, states where it is false)."""
@@ -461,6 +466,11 @@ class _Walker:
 
     def text(self, node: tree_sitter.Node) -> str:
         return node.text.decode("utf-8", "replace") if node.text is not None else ""
+
+
+@lru_cache(maxsize=4096)
+def _word(variable: str) -> re.Pattern:
+    return re.compile(rf"\b{re.escape(variable)}\b")
 
 
 def _comma_items(node: tree_sitter.Node) -> list[tree_sitter.Node]:
