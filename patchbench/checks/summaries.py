@@ -12,6 +12,9 @@
 - `precondition(function)`: facts true on entry whatever the callers do (`__must_hold`, comments).
 - `inherit(facts)`: the part of a caller's facts that passes into a callee (default: all);
   None when callers pass nothing (each function starts from its precondition).
+- `report`: the functions whose summaries the rule reads (default: all it was given). Without
+  inheritance a caller changes nothing its callees see, so only these and the functions of the
+  call graph they call are walked; the others are left out of the result.
 
 A function's entry is `precondition(f) | (facts held at EVERY in-file call site)`; a function with
 unknown callers (address taken, registered as a callback, or not static) gets only its precondition.
@@ -67,6 +70,18 @@ def _with_callers(model: FileModel, names: Iterable[str]) -> list[str]:
     return _bottom_up(model, wanted)
 
 
+def _called_from(model: FileModel, roots: set[str], wanted: set[str]) -> set[str]:
+    """roots (those in wanted) and the functions of wanted they call, transitively."""
+    found = roots & wanted
+    pending = list(found)
+    while pending:
+        for callee in _callees(model, pending.pop(), wanted):
+            if callee not in found:
+                found.add(callee)
+                pending.append(callee)
+    return found
+
+
 def _bottom_up(model: FileModel, wanted: set[str]) -> list[str]:
     """Callees before callers (depth-first post-order; cycles are cut anywhere)."""
     order: list[str] = []
@@ -93,8 +108,12 @@ def _callees(model: FileModel, name: str, wanted: set[str]) -> list[str]:
 def solve(model: FileModel, names: Iterable[str],
           make_transfer: Callable[[dict[str, Summary]], flow.Transfer],
           precondition: Callable[[Function], frozenset] = lambda function: frozenset(),
-          inherit: Callable[[frozenset], frozenset] | None = lambda facts: facts) -> dict[str, Summary]:
+          inherit: Callable[[frozenset], frozenset] | None = lambda facts: facts,
+          report: Iterable[str] | None = None) -> dict[str, Summary]:
     order = _with_callers(model, names)
+    if inherit is None and report is not None:
+        needed = _called_from(model, set(report), set(order))
+        order = [name for name in order if name in needed]   # same relative order: same walks
     callees = {name: set(_callees(model, name, set(order))) for name in order}
     entries = {name: precondition(model.functions[name]) for name in order}
     results: dict[str, Summary] = {}

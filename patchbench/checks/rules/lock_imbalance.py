@@ -52,7 +52,8 @@ def check(model: FileModel) -> Iterable[Finding]:
         return []
     results = summaries.solve(model, names | locks.lock_functions(model),
                               lambda s: locks.LockTransfer(model, s),
-                              precondition=lambda f: _precondition(model, f), inherit=None)
+                              precondition=lambda f: _precondition(model, f), inherit=None,
+                              report=names)
     findings = []
     for name in sorted(names):
         findings.extend(_check_function(model, results[name]))
