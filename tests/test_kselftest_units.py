@@ -87,24 +87,29 @@ def test_malformed_selections_are_bad_input(spec):
         Selection.parse(spec)
 
 
-def test_a_dynamically_linked_test_program_brings_its_libraries_and_loader(tmp_path):
+@pytest.mark.parametrize("sandboxed", [False, True])
+def test_a_dynamically_linked_test_program_brings_its_libraries_and_loader(tmp_path, sandboxed):
     require_tool("gcc")
+    if sandboxed:
+        require_tool("bwrap")
     install = tmp_path / "install"
     (install / "demo").mkdir(parents=True)
     src = tmp_path / "hello.c"
-    src.write_text("#include <stdio.h>\nint main(void) { puts(\"hi\"); return 0; }\n")
-    subprocess.run(["gcc", "-o", str(install / "demo" / "hello"), str(src)], check=True)
+    src.write_text("#include <math.h>\n#include <stdio.h>\n"
+                   "int main(int argc, char **argv) { printf(\"%f\\n\", cos(argc)); return 0; }\n")
+    subprocess.run(["gcc", "-o", str(install / "demo" / "hello"), str(src), "-lm"], check=True)
     (install / "demo" / "script.sh").write_text("#!/bin/bash\necho hi\n")
     (install / "demo" / "script.sh").chmod(0o755)
-    files = {f.name: f for f in guest_files(install, (Selection("demo", "hello"),))}
+    files = {f.name: f for f in guest_files(install, (Selection("demo", "hello"),), sandboxed)}
     assert files["kselftest/patchbench-args"].data == b"-t demo:hello\n"
     assert files["kselftest/demo/hello"].mode == 0o100755
+    libm = [name for name in files if Path(name).name == "libm.so.6"]  # the program's own, not timeout's
     libc = [name for name in files if Path(name).name == "libc.so.6"]
     loader = [name for name in files if Path(name).name.startswith("ld-linux")]
-    assert libc and loader, sorted(files)
+    assert libm and libc and loader, sorted(files)
     assert files[libc[0]].data[:4] == b"\x7fELF"  # the library itself, not the host's symlink
     if shutil.which("bash"):
-        assert any(Path(name).name == "bash" for name in files)  # the script's interpreter came along
+        assert files["bin/bash"].data[:4] == b"\x7fELF"  # the script's interpreter, where its #! looks
 
 
 def test_the_guest_initramfs_carries_the_kselftest_files_under_their_directories(tmp_path):

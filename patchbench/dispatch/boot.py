@@ -41,7 +41,7 @@ def _kselftest_files(job: BootJob, ctx: Context) -> list[GuestFile]:
     with configured(job.target, job.commit, ctx, log, job.build_timeout) as kbuild:
         ctx.progress.stage(f"kselftests {' '.join(map(str, job.kselftests))}")
         install = _install_kselftests(kbuild, job.kselftests, log=log, timeout=job.build_timeout, ctx=ctx)
-        return kselftest.guest_files(install, job.kselftests)
+        return kselftest.guest_files(install, job.kselftests, job.target.sandboxed)
 
 
 def _install_kselftests(kbuild: Kbuild, selections: tuple[Selection, ...], *, log: Path, timeout: float,

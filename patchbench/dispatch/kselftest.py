@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchbench.dispatch import sandbox
 from patchbench.dispatch.console import clean_line
 from patchbench.errors import BadInput
 
@@ -74,11 +75,17 @@ def missing_targets(selections: tuple[Selection, ...], src: Path) -> list[str]:
     return sorted({s.target for s in selections if not (src / SELFTESTS / s.target / "Makefile").is_file()})
 
 
-def guest_files(install: Path, selections: tuple[Selection, ...]) -> list[GuestFile]:
-    """The install tree under /kselftest, the runner's arguments, and what its programs need from the host."""
+def guest_files(install: Path, selections: tuple[Selection, ...], sandboxed: bool = True) -> list[GuestFile]:
+    """The install tree under /kselftest, the runner's arguments, and what its programs need from the host.
+
+    The programs were built from the untrusted series, so ldd (which may run a program's own loader)
+    looks at them inside the sandbox.
+    """
     files = [GuestFile(f"{GUEST_DIR}/{ARGS_FILE}", 0o100644,
                        " ".join(a for s in selections for a in s.runner_args()).encode() + b"\n")]
-    needed: set[Path] = {HOST_TIMEOUT, *_shared_libraries(HOST_TIMEOUT)} if HOST_TIMEOUT.is_file() else set()
+    needed: dict[str, Path] = {}   # path in the guest -> host file
+    if HOST_TIMEOUT.is_file():
+        needed |= {str(HOST_TIMEOUT): HOST_TIMEOUT, **_shared_libraries(HOST_TIMEOUT, sandboxed=False)}
     for path in sorted(install.rglob("*")):
         if path.is_symlink() or not path.is_file():
             continue
@@ -86,32 +93,38 @@ def guest_files(install: Path, selections: tuple[Selection, ...]) -> list[GuestF
         files.append(GuestFile(f"{GUEST_DIR}/{path.relative_to(install)}", 0o100000 | (path.stat().st_mode & 0o777),
                                data))
         if data.startswith(b"\x7fELF"):
-            needed |= _shared_libraries(path)
-        elif (interpreter := _copied_interpreter(data)) is not None:
-            needed |= {interpreter, *_shared_libraries(interpreter)}
-    # Named by the path the loader asks for; the content is the file the host's symlink points to.
-    files += [GuestFile(str(p).lstrip("/"), 0o100755, p.resolve().read_bytes()) for p in sorted(needed)]
+            needed |= _shared_libraries(path, sandboxed)
+        elif interpreter := _copied_interpreter(data):
+            needed |= {interpreter[0]: interpreter[1], **_shared_libraries(interpreter[1], sandboxed=False)}
+    # The content is the file a host symlink (libc.so.6, ld-linux) points to.
+    files += [GuestFile(name.lstrip("/"), 0o100755, host.resolve().read_bytes()) for name, host in sorted(needed.items())]
     return files
 
 
-def _copied_interpreter(script: bytes) -> Path | None:
+def _copied_interpreter(script: bytes) -> tuple[str, Path] | None:
+    """(path in the guest, host file) of a script's interpreter that busybox does not provide."""
     if not script.startswith(b"#!"):
         return None
-    words = script[2:].split(b"\n", 1)[0].decode(errors="replace").split()
-    name = Path(words[1] if words and words[0].endswith("/env") and len(words) > 1 else (words or [""])[0]).name
-    found = shutil.which(name) if name in COPIED_INTERPRETERS else None
-    return Path(found) if found else None
+    words = script[2:].split(b"\n", 1)[0].decode(errors="replace").split() or [""]
+    via_env = words[0].endswith("/env") and len(words) > 1
+    name = Path(words[1] if via_env else words[0]).name
+    host = shutil.which(name) if name in COPIED_INTERPRETERS else None
+    if host is None:
+        return None
+    return (f"/bin/{name}" if via_env else words[0]), Path(host)   # env finds /bin on init's PATH
 
 
-def _shared_libraries(elf: Path) -> set[Path]:
+def _shared_libraries(elf: Path, sandboxed: bool) -> dict[str, Path]:
     """The libraries and loader a dynamic executable needs, as ldd resolves them ("not a dynamic..." → none)."""
-    proc = subprocess.run(["ldd", str(elf)], capture_output=True, text=True)
-    found = set()
+    # The program itself is bound in read-only: it may sit under the sandbox's private /tmp.
+    argv = (sandbox.bwrap_prefix([]) + ["--ro-bind", str(elf), str(elf)] if sandboxed else []) + ["ldd", str(elf)]
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    found = {}
     for line in proc.stdout.splitlines():
         # "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" or "/lib64/ld-linux-x86-64.so.2 (0x...)"
         path = line.split("=>")[-1].strip().split(" (")[0].strip()
         if path.startswith("/") and Path(path).exists():
-            found.add(Path(path))
+            found[path] = Path(path)
     return found
 
 
