@@ -62,3 +62,16 @@ def test_a_target_the_tree_does_not_have_is_an_error_with_the_reason(kernel_tree
     assert code == 1 and "Traceback" not in stderr
     assert boot_job["status"] == "error"
     assert boot_job["reason"] == "no kselftest target net/no_such_target in tools/testing/selftests of this tree"
+
+
+def test_a_target_that_cannot_build_here_is_an_error_with_the_compiler_message(kernel_tree, clean_head, tmp_path):
+    if Path("/usr/include/alsa/asoundlib.h").exists():
+        pytest.skip("the alsa target builds on this machine (libasound2-dev is installed)")
+    base, head = clean_head
+    code, report, stderr = patchbench("boot", f"{base}..{head}", "--tree", str(kernel_tree),
+                                      "--results", str(tmp_path / "results.sqlite"), "--kselftest", "alsa")
+    boot_job = report["jobs"][-1]
+    assert code == 1 and "Traceback" not in stderr
+    assert boot_job["status"] == "error"
+    assert boot_job["reason"].startswith("kselftest alsa does not build here: mixer-test.c")
+    assert "alsa/asoundlib.h: No such file or directory" in boot_job["reason"]

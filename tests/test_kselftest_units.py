@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from patchbench.cli import main
 from patchbench.dispatch import initramfs
 from patchbench.dispatch.boot import judge
 from patchbench.dispatch.jobs import JobResult
@@ -126,3 +127,11 @@ def test_the_guest_initramfs_carries_the_kselftest_files_under_their_directories
     assert (unpacked / "kselftest/net/af_unix/unix_connect").read_bytes() == b"\x7fELF..."
     assert (unpacked / "kselftest/net/af_unix/unix_connect").stat().st_mode & 0o111
     assert (unpacked / "lib/x86_64-linux-gnu/libc.so.6").is_file() and (unpacked / "init").is_file()
+
+
+def test_a_malformed_kselftest_or_one_without_boot_is_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["boot", "a..b", "--tree", str(tmp_path), "--kselftest", "net tun"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("patchbench: error: --kselftest 'net tun': expected TARGET or TARGET:TEST") and "\n" not in err
+    assert main(["run", str(tmp_path), "--tree", str(tmp_path), "--kselftest", "net"]) == 2
+    assert capsys.readouterr().err.strip() == "patchbench: error: --kselftest runs in the boot guest: add --boot"
