@@ -111,8 +111,16 @@ class LockTransfer(flow.Transfer):
     def __init__(self, model: FileModel, summaries: dict | None = None):
         self.model = model
         self.summaries = summaries if summaries is not None else {}
+        self._ops: dict[CallSite, tuple[LockOp, str] | None] = {}
 
     def op(self, call: CallSite) -> tuple[LockOp, str] | None:
+        """The lock operation of the call and its lock's key (computed once per call: every path
+        and every walk of the function asks again)."""
+        if call not in self._ops:
+            self._ops[call] = self._op(call)
+        return self._ops[call]
+
+    def _op(self, call: CallSite) -> tuple[LockOp, str] | None:
         if call.name.startswith("guard("):
             # guard(spinlock_irqsave)(&l): held until the end of the scope
             if not call.args:
