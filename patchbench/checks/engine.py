@@ -28,6 +28,7 @@ from types import ModuleType
 
 import tree_sitter
 
+from patchbench.checks import cparse
 from patchbench.checks import rules as rules_package
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel
@@ -44,6 +45,14 @@ def rules() -> tuple[ModuleType, ...]:
         if hasattr(module, "ID") and hasattr(module, "check"):
             found.append(module)
     return tuple(sorted(found, key=lambda m: m.ID))
+
+
+def preload() -> None:
+    """Import the rules and compile every query now, so that forked workers inherit them instead
+    of each paying for it (a worker is replaced every facts.TASKS_PER_WORKER files)."""
+    rules()
+    for path in cparse.QUERIES_DIR.glob("*.scm"):
+        cparse.rule_query(path.stem)
 
 
 def rule(rule_id: str) -> ModuleType:

@@ -80,6 +80,7 @@ def parallel(work: Callable[[Task], list[Finding]], tasks: Iterable[Task], jobs:
     tasks = list(tasks)
     if jobs <= 1 or len(tasks) <= 1:
         return [work(task) for task in tasks]
+    engine.preload()
     pool = multiprocessing.get_context("fork").Pool(min(jobs, len(tasks)), _worker_start,
                                                      maxtasksperchild=TASKS_PER_WORKER)
     try:
