@@ -9,10 +9,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from patchbench.checks.patches import check_applied
+from patchbench.checks.patches import SeriesCheck, check_applied
 from patchbench.report.findings import FORMATS, render_check
 from patchbench.series import load_series
-from patchbench.tree import apply_series
+from patchbench.tree import ApplyResult, apply_series
 
 
 def add_parser(subparsers) -> None:
@@ -25,13 +25,18 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def run(args) -> int:
+def apply_and_check(args) -> tuple[ApplyResult, SeriesCheck]:
+    """Load the series named by `args`, apply it in isolation and check each patch (shared with `run`)."""
     series = load_series(args.source, args.version)
-    result = apply_series(series, Path(args.tree), args.base)
-    for warning in result.warnings:
+    applied = apply_series(series, Path(args.tree), args.base)
+    for warning in applied.warnings:
         print(f"patchbench: warning: {warning}", file=sys.stderr)
-    checked = check_applied(result)
-    output = render_check(result, checked, args.format)
+    return applied, check_applied(applied)
+
+
+def run(args) -> int:
+    applied, checked = apply_and_check(args)
+    output = render_check(applied, checked, args.format)
     if output:
         print(output)
-    return 1 if checked.findings or result.failed else 0
+    return 1 if checked.findings or applied.failed else 0

@@ -7,17 +7,13 @@ touched, W=1 before and after) and, with --boot, the head's kernel booted in QEM
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
-from patchbench.checks.patches import check_applied
 from patchbench.commands.build import add_dispatch_arguments, add_kselftest_argument, add_series_arguments, \
     dispatch
 from patchbench.errors import BadInput
 from patchbench.report import jobs as jobs_report
-from patchbench.report.findings import FORMATS, PatchLine, render
-from patchbench.series import load_series
-from patchbench.tree import apply_series
+from patchbench.commands.check import apply_and_check
+from patchbench.report.findings import FORMATS, render_check
 
 
 def add_parser(subparsers) -> None:
@@ -33,19 +29,12 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     if args.kselftest and not args.boot:
         raise BadInput("--kselftest runs in the boot guest: add --boot")
-    series = load_series(args.source, args.version)
-    applied = apply_series(series, Path(args.tree), args.base)
-    for warning in applied.warnings:
-        print(f"patchbench: warning: {warning}", file=sys.stderr)
-    checked = check_applied(applied)
+    applied, checked = apply_and_check(args)
     results = []
     if (args.build or args.boot) and applied.applied:
         results = dispatch(applied, args, objects=args.build, kernel=args.boot, boot=args.boot,
                            kselftests=tuple(args.kselftest))
-    subjects = {p.index: p.subject for p in applied.applied}
-    patches = [PatchLine(p.index, p.commit, subjects.get(p.index, "")) for p in checked.patches]
-    failed = applied.to_json()["failed"]
-    report = render(checked.findings, args.format, patches=patches, base=applied.base, failed=failed)
+    report = render_check(applied, checked, args.format)
     if args.format == "json":
         report = json.dumps({**json.loads(report), "jobs": jobs_report.to_json(results)}, indent=2)
     elif args.format == "sarif":
@@ -57,4 +46,4 @@ def run(args) -> int:
     elif results:
         report += "\n" + jobs_report.to_text(results)
     print(report)
-    return 1 if checked.findings or failed or jobs_report.exit_code(results) else 0
+    return 1 if checked.findings or applied.failed or jobs_report.exit_code(results) else 0
