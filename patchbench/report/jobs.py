@@ -27,6 +27,8 @@ def to_text(results: list[JobResult]) -> str:
         for d in r.fixed_warnings:
             lines.append(f"    fixed {d.kind}: {d.file}: {d.function or '<top level>'}: {d.message}"
                          + (f" [{d.flag}]" if d.flag else ""))
+        for k in r.kselftests:
+            lines.append(f"    kselftest {k.target}:{k.test}: {k.status}")
         if r.fingerprint:
             seen = f" (seen before on {', '.join(c[:12] for c in r.seen_before)})" if r.seen_before else ""
             lines.append(f"    fingerprint {r.fingerprint}{seen}")
