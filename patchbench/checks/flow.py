@@ -138,9 +138,12 @@ class _Walker:
         self.breaks: list[set] = []
         self.continues: list[set] = []
         self.tested: dict[str, CallSite] = {}   # variable -> the call whose result it holds
+        self.tag_texts: set[str] = set()         # the text of every branch tag a state may carry
         self.result = FlowResult(function)
 
     def run(self, entry: State) -> FlowResult:
+        if isinstance(entry, frozenset):   # a caller's tags may come in with the entry
+            self.tag_texts.update(f[1] for f in entry if isinstance(f, tuple) and f[0] == "branch")
         for _ in range(GOTO_ROUNDS):
             self.passed: dict[str, set] = {}   # label -> the states it was walked with
             self.backward = False              # a goto reached a passed label with new states
@@ -233,6 +236,7 @@ class _Walker:
         tag = self.branch_tag(condition)
         if tag is not None:   # tagged on entry, so that paths leaving by break/goto/return keep it
             text, truth = tag
+            self.tag_texts.add(text)
             taken = {_tagged(state, text, truth) for state in taken}
             not_taken = {_tagged(state, text, not truth) for state in not_taken}
         out = self.statement(node.child_by_field_name("consequence"), taken)
@@ -387,6 +391,7 @@ class _Walker:
             states = self.forget(target, states)
             known = _KNOWN_TRUTH.get(squeeze(self.text(inner))) if plain else None
             if known is not None:   # `locked = true;`: a later `if (locked)` knows its branch
+                self.tag_texts.add(target)
                 states = {state | {("branch", target, known)} for state in states}
         return {self.transfer.assign(state, target, value, self.function) for state in states}
 
@@ -400,13 +405,12 @@ class _Walker:
     def forget(self, variable: str, states: set) -> set:
         """Drop the branch tags of conditions that mention `variable` (it changed)."""
         word = _word(variable)
-        forgotten = set()
-        for state in states:
-            # the substring test first: most facts are not tags, and most tags name other variables
-            stale = [f for f in state if isinstance(f, tuple) and f[0] == "branch"
-                     and variable in f[1] and word.search(f[1])]
-            forgotten.add(state.difference(stale) if stale else state)
-        return forgotten
+        # the tags that name it, from the few texts tagged in this walk, not from every fact
+        stale = {("branch", text, truth) for text in self.tag_texts
+                 if variable in text and word.search(text) for truth in (True, False)}
+        if not stale:
+            return set(states)
+        return {state if stale.isdisjoint(state) else state - stale for state in states}
 
     def condition(self, node: tree_sitter.Node | None, states: set) -> tuple[set, set]:
         """(states where the condition is true, states where it is false)."""
