@@ -112,6 +112,7 @@ class LockTransfer(flow.Transfer):
         self.model = model
         self.summaries = summaries if summaries is not None else {}
         self._ops: dict[CallSite, tuple[LockOp, str] | None] = {}
+        self._tested: dict[tuple[Function, str], str] = {}   # (function, tested text) -> its key
 
     def op(self, call: CallSite) -> tuple[LockOp, str] | None:
         """The lock operation of the call and its lock's key (computed once per call: every path
@@ -167,7 +168,10 @@ class LockTransfer(flow.Transfer):
         # `if (lock) spin_unlock(lock);`: a NULL lock pointer is not held
         if truth:
             return state
-        return state - {("held", self.model.canonical(function, expression))}
+        found = (function, expression)
+        if found not in self._tested:
+            self._tested[found] = self.model.canonical(function, expression)
+        return state - {("held", self._tested[found])}
 
     def callee_effect(self, state: frozenset, call: CallSite) -> frozenset:
         """A callee that exits holding a lock on every path takes it; one that releases a lock
