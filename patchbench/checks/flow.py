@@ -66,6 +66,10 @@ class Transfer:
     def call(self, state: State, call: CallSite) -> State:
         return state
 
+    def changes(self, call: CallSite) -> bool:
+        """False when call() returns every state as it is: the walker then skips it."""
+        return True
+
     def assume(self, state: State, call: CallSite, truth: bool) -> State:
         """State after a branch learnt that `call` returned nonzero (truth) or zero."""
         return state
@@ -374,6 +378,8 @@ class _Walker:
             for argument in call.args:   # foo(&flag) may change flag
                 if argument.startswith("&") and argument[1:].isidentifier():
                     states = self.forget(argument[1:], states)
+        if not self.transfer.changes(call):
+            return set(states)
         return {self.transfer.call(state, call) for state in states}
 
     def assign(self, target: str, value: tree_sitter.Node | None, states: set, plain: bool = True) -> set:

@@ -136,6 +136,9 @@ class LockTransfer(flow.Transfer):
     def function_of(self, call: CallSite) -> Function | None:
         return self.model.functions.get(call.function)
 
+    def changes(self, call: CallSite) -> bool:
+        return self.op(call) is not None or call.name in self.summaries
+
     def call(self, state: frozenset, call: CallSite) -> frozenset:
         found = self.op(call)
         if found is None:
