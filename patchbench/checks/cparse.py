@@ -47,11 +47,12 @@ _CALL_ANNOTATIONS = (
 ).split()
 _WRAPPERS = ("likely", "unlikely")
 
-# The words the pre-pass rewrites; matching only these keeps it fast on large files.
-_INTERESTING = re.compile(
-    r"\b(?:" + "|".join(sorted(map(re.escape, {*_BARE_ANNOTATIONS, *_CALL_ANNOTATIONS, *_WRAPPERS,
-                                                 "scoped_guard"}), key=len, reverse=True))
-    + r"|\w*for_each\w*)\b")
+# The words the pre-pass rewrites, besides every word containing "for_each". Found as candidate
+# words (those starting with "_", and the others spelled out) looked up in this set, and by
+# searching for "for_each": one regex alternation of all of them scanned at a third of the speed.
+_REWRITTEN = frozenset({*_BARE_ANNOTATIONS, *_CALL_ANNOTATIONS, *_WRAPPERS, "scoped_guard"})
+_CANDIDATE = re.compile(r"\b(?:_\w*|(?:" + "|".join(sorted(w for w in _REWRITTEN if not w.startswith("_")))
+                        + r")\b)")
 # A type given as a macro argument: `container_of(p, struct tun_file, sk)`.
 _TYPE_ARGUMENT = re.compile(r"[(,]\s*(struct|union|enum)\s+\w+\s*(?:,|\)(?!\s*\{))")
 
@@ -114,9 +115,8 @@ def prepare(source: bytes) -> bytes:
     bare = set(_BARE_ANNOTATIONS)
     called = set(_CALL_ANNOTATIONS)
     text = source.decode("latin-1")  # one char per byte: regex offsets are byte offsets
-    for match in _INTERESTING.finditer(text):
-        word = match.group()
-        start, end = match.span()
+    for start, end in _interesting(text):
+        word = text[start:end]
         if word in called or word in _WRAPPERS or "for_each" in word or word == "scoped_guard":
             paren = _skip_space(source, end)
             if paren >= len(source) or source[paren] != 0x28:
@@ -139,6 +139,25 @@ def prepare(source: bytes) -> bytes:
         start, end = match.span(1)
         out[start:end] = b" " * (end - start)
     return bytes(out)
+
+
+def _interesting(text: str) -> list[tuple[int, int]]:
+    """Spans of the words to rewrite (whole words: _REWRITTEN or containing for_each), in order."""
+    spans = {match.span() for match in _CANDIDATE.finditer(text) if match.group() in _REWRITTEN}
+    at = text.find("for_each")
+    while at >= 0:
+        start, end = at, at + len("for_each")
+        while start > 0 and _is_word(text[start - 1]):
+            start -= 1
+        while end < len(text) and _is_word(text[end]):
+            end += 1
+        spans.add((start, end))
+        at = text.find("for_each", end)
+    return sorted(spans)
+
+
+def _is_word(char: str) -> bool:
+    return char.isalnum() or char == "_"   # what \w matches in a str pattern
 
 
 def _blank(out: bytearray, start: int, end: int) -> None:
