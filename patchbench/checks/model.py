@@ -396,18 +396,24 @@ def _first_body_comment(source: bytes, body: tree_sitter.Node) -> str:
 
 
 def _address_taken(model: FileModel) -> set[str]:
-    names = set(model.functions)
     taken = set()
     text = model.source.decode("latin-1")
     root = model.tree.root_node
-    for match in _IDENTIFIER.finditer(text):
-        name = match.group()
-        if name not in names or name in taken:
-            continue
-        after = _FOLLOWING.match(text, match.end())
-        if after.group(1) == "(":
-            continue   # a call, a prototype or the definition itself
-        node = root.descendant_for_byte_range(match.start(), match.end())
-        if node is not None and node.type == "identifier":
-            taken.add(name)
+    for name in model.functions:
+        if not _IDENTIFIER.fullmatch(name) or not name.isascii():
+            continue   # never a whole word of the latin-1 text
+        at = text.find(name)   # each name's few places, not every word of the file
+        while at >= 0:
+            end = at + len(name)
+            if (at == 0 or not _is_word(text[at - 1])) and (end == len(text) or not _is_word(text[end])) \
+                    and _FOLLOWING.match(text, end).group(1) != "(":   # not a call, prototype or definition
+                node = root.descendant_for_byte_range(at, end)
+                if node is not None and node.type == "identifier":
+                    taken.add(name)
+                    break
+            at = text.find(name, at + 1)
     return taken
+
+
+def _is_word(char: str) -> bool:
+    return char.isalnum() or char == "_"   # what \w matches in a str pattern
