@@ -45,8 +45,13 @@ MENTIONS = (b"spin_lock", b"spin_trylock", b"read_lock", b"read_trylock", b"writ
 
 
 def check(model: FileModel) -> Iterable[Finding]:
-    found = cparse.captures(cparse.rule_query(ID), model.tree.root_node)
-    takers = {model.function_at(node.start_point[0] + 1) for node in found.get("call", [])}
+    # the query runs on the functions whose calls could match it, not on the whole tree: every
+    # callee it matches has "lock" or "down_" in its name or is guard()
+    query = cparse.rule_query(ID)
+    takers = {model.function_at(node.start_point[0] + 1)
+              for function in model.functions.values()
+              if any("lock" in c.name or "down_" in c.name or c.name.startswith("guard") for c in function.calls)
+              for node in cparse.captures(query, function.node).get("call", [])}
     names = {f.name for f in takers if f is not None}
     if not names:
         return []
