@@ -28,7 +28,9 @@ MENTIONS = A.MENTIONS
 def check(model: FileModel) -> Iterable[Finding]:
     module = engine.rule(ID)
     analysis = A.analyse(model)
-    dereferenced = set(cparse.captures(cparse.rule_query(ID), model.tree.root_node).get("call", []))
+    dereferenced = set()
+    if P.ACCESS.encode() in model.source:   # the query only matches its calls: skip the tree walk
+        dereferenced = set(cparse.captures(cparse.rule_query(ID), model.tree.root_node).get("call", []))
     for site in analysis.sites:
         call, name = site.call, site.function.function.name
         if call.name == A.USE:
