@@ -33,11 +33,16 @@ class FunctionInfo:
     opens: bool                    # that first call opens a section (no unbalanced unlock before it)
     precondition: frozenset        # entry facts it states itself
     requires_reader: bool          # stated RCU precondition: callers must provide a section
-    pointers: frozenset            # pointer locals and parameters
     relevant: bool                 # holds a site the rules judge
+    model: FileModel = field(repr=False, compare=False)
     # locals a reference was taken through inside a section on some path: not tracked on any
     # (`if (ops && try_module_get(ops->owner)) found = true;` then `if (found) ops->...`)
     referenced: set = field(default_factory=set)
+
+    @property
+    def pointers(self) -> frozenset:
+        """Pointer locals and parameters (asked only of the functions walked)."""
+        return pointer_locals(self.model, self.function)
 
     def holds(self, fact: tuple, at: int) -> bool:
         """Whether a held fact counts at byte `at`: an assumed one does not when the function
@@ -57,6 +62,10 @@ def entry_facts(families, origin: str) -> frozenset:
 
 
 # -- per-function facts ------------------------------------------------------------------------
+
+def pointer_locals(model: FileModel, function: Function) -> frozenset:
+    return model.memo(f"rcu.pointers:{function.name}", lambda: _pointer_locals(model, function))
+
 
 def _pointer_locals(model: FileModel, function: Function) -> frozenset:
     names = set()
@@ -85,11 +94,12 @@ def _use_sites(model: FileModel, function: Function, candidates: frozenset) -> l
     return uses
 
 
-def _candidates(model: FileModel, function: Function, pointers: frozenset) -> frozenset:
+def _candidates(model: FileModel, function: Function) -> frozenset:
     """Pointer locals that may receive an RCU-protected value (directly or through another)."""
     text = model.text(function.body)
     if not _RCU_VALUE.search(text):
         return frozenset()
+    pointers = pointer_locals(model, function)
     assigned = re.findall(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]*);", text)
     found: set[str] = set()
     changed = True
@@ -173,8 +183,7 @@ def function_info(model: FileModel, function: Function, helpers: set[str],
         owned |= P.OWNS[family]
         if calls[0][0] < sections_from:
             sections_from, opens = calls[0][0], calls[0][2] > 0
-    pointers = _pointer_locals(model, function)
-    candidates = _candidates(model, function, pointers)
+    candidates = _candidates(model, function)
     augmented = function
     if candidates:
         augmented = copy.copy(function)
@@ -185,7 +194,7 @@ def function_info(model: FileModel, function: Function, helpers: set[str],
     precondition, requires_reader = _stated_precondition(model, function, lines)
     return FunctionInfo(augmented, frozenset(owned), frozenset(owned_locks),
                         frozenset(owned_locks - released), sections_from, opens,
-                        precondition, requires_reader, pointers, relevant)
+                        precondition, requires_reader, relevant, model)
 
 
 def need_of(call: CallSite, helpers: set[str]) -> P.Need | None:
