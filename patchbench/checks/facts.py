@@ -8,6 +8,7 @@ The cache lives in $PATCHBENCH_CACHE/facts (default ~/.cache/patchbench/facts).
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import multiprocessing
@@ -71,6 +72,9 @@ def _worker_start() -> None:
     # The pool stops its workers with SIGTERM: die quietly, not through the CLI's handler.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The walks allocate millions of short-lived states and facts, few of them in cycles: collect
+    # the young generation every 50 000 allocations rather than every 700 (a few % of the CPU).
+    gc.set_threshold(50_000, 50, 100)
 
 
 def parallel(work: Callable[[Task], list[Finding]], tasks: Iterable[Task], jobs: int) -> list[list[Finding]]:
