@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -377,7 +378,7 @@ def test_two_runs_at_once_do_not_interfere(repo, tmp_path):
 
 
 def test_cli_reports_bad_tree_as_one_line_error(tmp_path):
-    proc = subprocess.run(["python", "-m", "patchbench", "apply", str(tmp_path), "--tree", str(tmp_path)],
+    proc = subprocess.run([sys.executable, "-m", "patchbench", "apply", str(tmp_path), "--tree", str(tmp_path)],
                           capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
     assert proc.returncode == 2
     assert proc.stderr.startswith("patchbench: error: ") and proc.stderr.count("\n") == 1
