@@ -25,7 +25,7 @@ import bisect
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import tree_sitter
 
@@ -221,6 +221,17 @@ class FileModel:
         function = self.functions.get(name)
         return (function is None or not function.is_static or self.path.endswith(".h")
                 or name in self.address_taken or name in self.registrations)
+
+    def with_callers(self, names: Iterable[str]) -> set[str]:
+        """The functions named (those defined here) and their in-file callers, transitively."""
+        wanted = {n for n in names if n in self.functions}
+        pending = list(wanted)
+        while pending:
+            for call in self.callers.get(pending.pop(), []):
+                if call.function and call.function not in wanted:
+                    wanted.add(call.function)
+                    pending.append(call.function)
+        return wanted
 
     def only_reached_from(self, name: str, kinds: set[str]) -> bool:
         """Every way into the function is a registration of one of `kinds` ("napi_poll", ...),

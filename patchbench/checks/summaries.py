@@ -58,18 +58,6 @@ class Summary:
         return gained and fact not in self.entry and not any(fact in s for s in self.exits)
 
 
-def _with_callers(model: FileModel, names: Iterable[str]) -> list[str]:
-    """names and their in-file callers (transitively), callees first."""
-    wanted = {n for n in names if n in model.functions}
-    pending = list(wanted)
-    while pending:
-        for call in model.callers.get(pending.pop(), []):
-            if call.function and call.function not in wanted:
-                wanted.add(call.function)
-                pending.append(call.function)
-    return _bottom_up(model, wanted)
-
-
 def _called_from(model: FileModel, roots: set[str], wanted: set[str]) -> set[str]:
     """roots (those in wanted) and the functions of wanted they call, transitively."""
     found = roots & wanted
@@ -110,7 +98,7 @@ def solve(model: FileModel, names: Iterable[str],
           precondition: Callable[[Function], frozenset] = lambda function: frozenset(),
           inherit: Callable[[frozenset], frozenset] | None = lambda facts: facts,
           report: Iterable[str] | None = None) -> dict[str, Summary]:
-    order = _with_callers(model, names)
+    order = _bottom_up(model, model.with_callers(names))   # callees first
     if inherit is None and report is not None:
         needed = _called_from(model, set(report), set(order))
         order = [name for name in order if name in needed]   # same relative order: same walks

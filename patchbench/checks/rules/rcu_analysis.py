@@ -357,7 +357,7 @@ def _analyse(model: FileModel) -> Analysis:
         info.relevant = info.relevant or any(c.name in helpers for c in info.function.calls)
     known_locks = frozenset(key for info in infos.values() for key in info.owned_locks)
     universe = _universe(known_locks)
-    wanted = _with_callers(model, {n for n, i in infos.items() if i.relevant})
+    wanted = sorted(model.with_callers(n for n, i in infos.items() if i.relevant))
     mutexes = frozenset(model.canonical(info.function, call.args[0])
                         for info in infos.values() for call in info.function.calls
                         if call.name.startswith("mutex_lock") and call.args)
@@ -398,17 +398,6 @@ def _analyse(model: FileModel) -> Analysis:
             if call.name in (F.USE, P.ACCESS) or need is not None:
                 analysis.sites.append(Site(call, need, result.states_at(call), info))
     return analysis
-
-
-def _with_callers(model: FileModel, names: set[str]) -> list[str]:
-    wanted = set(names)
-    pending = list(names)
-    while pending:
-        for call in model.callers.get(pending.pop(), []):
-            if call.function and call.function not in wanted:
-                wanted.add(call.function)
-                pending.append(call.function)
-    return sorted(wanted)
 
 
 # -- judging a primitive -----------------------------------------------------------------------
