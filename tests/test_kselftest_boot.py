@@ -27,12 +27,17 @@ def clean_head(kernel_tree):
     return base, head
 
 
-def test_a_named_kselftest_runs_in_the_guest_and_its_tap_is_parsed(kernel_tree, clean_head, tmp_path):
+def boot_with_kselftests(kernel_tree, clean_head, tmp_path, *selections) -> tuple[int, dict, str]:
+    """`patchbench boot` of the clean head with `--kselftest` for each selection: (exit code, boot job, stderr)."""
     base, head = clean_head
-    code, report, _ = patchbench("boot", f"{base}..{head}", "--tree", str(kernel_tree),
-                                 "--results", str(tmp_path / "results.sqlite"),
-                                 "--kselftest", "net/af_unix:unix_connect")
-    boot_job = report["jobs"][-1]
+    options = [arg for selection in selections for arg in ("--kselftest", selection)]
+    code, report, stderr = patchbench("boot", f"{base}..{head}", "--tree", str(kernel_tree),
+                                      "--results", str(tmp_path / "results.sqlite"), *options)
+    return code, report["jobs"][-1], stderr
+
+
+def test_a_named_kselftest_runs_in_the_guest_and_its_tap_is_parsed(kernel_tree, clean_head, tmp_path):
+    code, boot_job, _ = boot_with_kselftests(kernel_tree, clean_head, tmp_path, "net/af_unix:unix_connect")
     console = Path(boot_job["console"]).read_text()
     assert boot_job["status"] == "pass", f"{boot_job['reason']}\n{console[-3000:]}"
     assert code == 0
@@ -42,11 +47,8 @@ def test_a_named_kselftest_runs_in_the_guest_and_its_tap_is_parsed(kernel_tree, 
 
 def test_a_failing_kselftest_fails_the_boot_with_its_fingerprint(kernel_tree, clean_head, tmp_path):
     # diag_uid needs CONFIG_UNIX_DIAG (its target's own `config` asks for it); the netdev config lacks it.
-    base, head = clean_head
-    code, report, _ = patchbench("boot", f"{base}..{head}", "--tree", str(kernel_tree),
-                                 "--results", str(tmp_path / "results.sqlite"),
-                                 "--kselftest", "net/af_unix:diag_uid", "--kselftest", "net/af_unix:unix_connect")
-    boot_job = report["jobs"][-1]
+    code, boot_job, _ = boot_with_kselftests(kernel_tree, clean_head, tmp_path,
+                                             "net/af_unix:diag_uid", "net/af_unix:unix_connect")
     assert code == 1 and boot_job["status"] == "fail", boot_job
     assert boot_job["fingerprint"] == "KSELFTEST:net/af_unix:diag_uid"
     assert boot_job["kselftests"] == [{"target": "net/af_unix", "test": "diag_uid", "status": "fail"},
@@ -54,11 +56,7 @@ def test_a_failing_kselftest_fails_the_boot_with_its_fingerprint(kernel_tree, cl
 
 
 def test_a_target_the_tree_does_not_have_is_an_error_with_the_reason(kernel_tree, clean_head, tmp_path):
-    base, head = clean_head
-    code, report, stderr = patchbench("boot", f"{base}..{head}", "--tree", str(kernel_tree),
-                                      "--results", str(tmp_path / "results.sqlite"),
-                                      "--kselftest", "net/no_such_target")
-    boot_job = report["jobs"][-1]
+    code, boot_job, stderr = boot_with_kselftests(kernel_tree, clean_head, tmp_path, "net/no_such_target")
     assert code == 1 and "Traceback" not in stderr
     assert boot_job["status"] == "error"
     assert boot_job["reason"] == "no kselftest target net/no_such_target in tools/testing/selftests of this tree"
@@ -67,10 +65,7 @@ def test_a_target_the_tree_does_not_have_is_an_error_with_the_reason(kernel_tree
 def test_a_target_that_cannot_build_here_is_an_error_with_the_compiler_message(kernel_tree, clean_head, tmp_path):
     if Path("/usr/include/alsa/asoundlib.h").exists():
         pytest.skip("the alsa target builds on this machine (libasound2-dev is installed)")
-    base, head = clean_head
-    code, report, stderr = patchbench("boot", f"{base}..{head}", "--tree", str(kernel_tree),
-                                      "--results", str(tmp_path / "results.sqlite"), "--kselftest", "alsa")
-    boot_job = report["jobs"][-1]
+    code, boot_job, stderr = boot_with_kselftests(kernel_tree, clean_head, tmp_path, "alsa")
     assert code == 1 and "Traceback" not in stderr
     assert boot_job["status"] == "error"
     assert boot_job["reason"].startswith("kselftest alsa does not build here: mixer-test.c")
