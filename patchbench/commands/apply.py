@@ -27,9 +27,12 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def add_apply_arguments(parser) -> None:
-    """SOURCE, --tree, --base and --version: every command that applies a series takes these."""
-    parser.add_argument("source", metavar="SOURCE", help='mbox, maildir, message, directory of *.patch, .gz, or "-"')
+def add_apply_arguments(parser, ranges: bool = False) -> None:
+    """SOURCE, --tree, --base and --version: every command that applies a series takes these.
+
+    `ranges`: the command also takes a commit range A..B of the tree as SOURCE."""
+    parser.add_argument("source", metavar="SOURCE", help='mbox, maildir, message, directory of *.patch, .gz, or "-"'
+                        + (", or a commit range A..B of the tree" if ranges else ""))
     parser.add_argument("--tree", metavar="DIR", default=".", help="the kernel git repository (default: .)")
     parser.add_argument("--base", metavar="REV", help="apply onto REV instead of the series' base-commit:")
     parser.add_argument("--version", type=int, metavar="N", help="pick version N of the series instead of the newest")

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import sys
 
-from patchbench.commands.build import add_dispatch_arguments, add_kselftest_argument, add_series_arguments, \
+from patchbench.commands.apply import add_apply_arguments
+from patchbench.commands.build import add_dispatch_arguments, add_kselftest_argument, \
     applied_from, dispatch, print_results
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("boot", help="build the series head, boot it in QEMU and run the smoke test")
-    add_series_arguments(parser)
+    add_apply_arguments(parser, ranges=True)
     add_dispatch_arguments(parser)
     add_kselftest_argument(parser)
     parser.set_defaults(func=run)

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from patchbench.commands.apply import add_apply_arguments, apply_from_args
 from patchbench.dispatch import commits, progress, workspace
 from patchbench.dispatch.jobs import JobResult, Target
 from patchbench.dispatch.kbuild import DEFAULT_MAKE_VARS
@@ -22,18 +23,10 @@ from patchbench.tree import ApplyResult
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("build", help="build each patch's touched objects and report new warnings")
-    add_series_arguments(parser)
+    add_apply_arguments(parser, ranges=True)
     parser.add_argument("--full", action="store_true", help="also build the whole kernel at the series head")
     add_dispatch_arguments(parser)
     parser.set_defaults(func=run)
-
-
-def add_series_arguments(parser: argparse.ArgumentParser, ranges: bool = True) -> None:
-    parser.add_argument("source", metavar="SOURCE", help='mbox, maildir, message, directory of *.patch, .gz, or "-"'
-                        + (", or a commit range A..B of the tree" if ranges else ""))
-    parser.add_argument("--tree", metavar="DIR", default=".", help="the kernel git repository (default: .)")
-    parser.add_argument("--base", metavar="REV", help="apply the series onto REV instead of its base-commit:")
-    parser.add_argument("--version", type=int, metavar="N", help="pick version N of the series")
 
 
 def add_dispatch_arguments(parser: argparse.ArgumentParser, formats: tuple[str, ...] = ("text", "json")) -> None:
@@ -68,9 +61,7 @@ def applied_from(args) -> ApplyResult:
         raise BadInput(f"not a git repository: {repo}")
     if commits.is_range(repo, args.source):
         return commits.applied_range(repo, args.source)
-    from patchbench.series import load_series
-    from patchbench.tree import apply_series
-    return apply_series(load_series(args.source, args.version), repo, args.base)
+    return apply_from_args(args)[1]
 
 
 def dispatch(applied: ApplyResult, args, *, objects: bool, kernel: bool, boot: bool,

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 
-from patchbench.commands.build import add_dispatch_arguments, add_kselftest_argument, add_series_arguments, \
+from patchbench.commands.apply import add_apply_arguments
+from patchbench.commands.build import add_dispatch_arguments, add_kselftest_argument, \
     dispatch
 from patchbench.errors import BadInput
 from patchbench.report import jobs as jobs_report
@@ -18,7 +19,7 @@ from patchbench.report.findings import FORMATS, render_check
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("run", help="apply, check, build and boot a series; one report")
-    add_series_arguments(parser, ranges=False)
+    add_apply_arguments(parser)
     parser.add_argument("--build", action="store_true", help="compile each patch's touched objects (W=1)")
     parser.add_argument("--boot", action="store_true", help="build the head's kernel and boot it in QEMU")
     add_dispatch_arguments(parser, formats=FORMATS)
