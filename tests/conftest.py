@@ -9,21 +9,38 @@ from tests.support import kernel
 CORPUS = Path(os.environ.get("PATCHBENCH_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus"))
 
 
+def missing(reason: str):
+    """Skip for something this machine lacks; under CI=true a missing kernel or corpus is a failure."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must not skip: {reason}")
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def corpus() -> Path:
     """The shared mail corpus (../shared/corpus); tests that need it skip where it is absent."""
     if not CORPUS.is_dir():
-        pytest.skip(f"shared mail corpus not found at {CORPUS}")
+        missing(f"shared mail corpus not found at {CORPUS}")
     return CORPUS
+
+
+def _kernel(version: str) -> Path:
+    try:
+        return kernel.kernel_repo(version)
+    except FileNotFoundError as exc:
+        missing(str(exc))
 
 
 @pytest.fixture(scope="session")
 def kernel_tree() -> Path:
     """A git repository of Debian's linux-source-6.1 (one commit, tag v6.1-debian), cached between runs."""
-    try:
-        return kernel.kernel_repo()
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
+    return _kernel("6.1")
+
+
+@pytest.fixture(scope="session")
+def kernel_tree_new() -> Path:
+    """The newest kernel Debian has (linux-source-7.2, tag v7.2-debian), fetched privately, cached."""
+    return _kernel(kernel.NEWEST)
 
 
 def require_tool(name: str) -> str:
