@@ -77,6 +77,7 @@ def _fetch_private(kernel: Kernel) -> Path:
                    capture_output=True, timeout=1200)
     (deb,) = sorted(debs.glob(f"{kernel.package}_*.deb"))[-1:]
     shutil.rmtree(unpacked, ignore_errors=True)
+    unpacked.mkdir(parents=True)
     subprocess.run(["dpkg-deb", "-x", str(deb), str(unpacked)], check=True, timeout=600)
     deb.unlink()  # the unpacked tarball is all we keep
     return sorted(unpacked.glob(f"usr/src/{kernel.package}*.tar.xz"))[-1]
