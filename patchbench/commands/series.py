@@ -49,7 +49,11 @@ def series_json(series: Series) -> dict:
                 "author": p.author,
                 "date": p.date.isoformat() if p.date else None,
                 "version": p.version,
+                "patch_id": p.patch_id,
                 "trailers": p.trailers,
+                "carried_trailers": [{"trailer": c.trailer, "from_version": c.from_version,
+                                      "from_message_id": c.from_message_id, "reason": c.reason}
+                                     for c in p.carried_trailers],
                 "files": [f.path for f in p.files],
                 "changes": [{"path": f.path, "old_path": f.old_path, "status": f.status,
                              "added": f.added, "removed": f.removed, "binary": f.binary} for f in p.files],
@@ -79,9 +83,12 @@ def summary(series: Series) -> str:
     for patch in series.patches:
         carried = f"  [kept from v{patch.version}: not resent]" if patch.version != series.version else ""
         lines.append(f"  {patch.index:>2}/{series.total} {patch.subject}  ({patch.author}){carried}")
+        carried = {c.trailer: c for c in patch.carried_trailers}
         for trailer in patch.trailers:
             if not trailer.lower().startswith("signed-off-by"):
                 lines.append(f"        {trailer}")
+            if trailer in carried:
+                lines.append(f"          note: {carried[trailer].note()}")
     if series.base_commit:
         lines.append(f"  base: {series.base_commit}")
     if series.change_id:
