@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from patchbench.errors import BadInput
-from patchbench.mail import read_mails, read_mails_at
+from patchbench.mail import InputLimits, read_mails, read_mails_at
 from patchbench.mail.content import PatchText, base_info, message_trailers, split_patch
 from patchbench.mail.decode import parse_date, parse_person, format_person
 from patchbench.mail.files import FileChange, files_touched, is_truncated
@@ -76,14 +76,14 @@ class Series:
     other_series: list[str] = field(default_factory=list)   # titles of unrelated series in the source
 
 
-def load_series(source: str, version: int | None = None) -> Series:
+def load_series(source: str, version: int | None = None, limits: InputLimits = InputLimits()) -> Series:
     """The series in `source` (mbox, maildir, message, directory, .gz or "-"): newest version unless asked.
 
     When the source holds several unrelated series, the first one stored is taken (not counting
     side threads); the others are named in `other_series`.
-    Raises BadInput when the source is unreadable, truncated, or holds no patch.
+    Raises BadInput when the source is unreadable, truncated, past one of `limits`, or holds no patch.
     """
-    versions = load_versions(source)
+    versions = load_versions(source, limits)
     numbers = sorted({series.version for series in versions})
     wanted = version if version is not None else numbers[-1]
     chosen = [series for series in versions if series.version == wanted]
@@ -93,10 +93,10 @@ def load_series(source: str, version: int | None = None) -> Series:
     return chosen[-1]  # of two postings of one version (a resend), the later one
 
 
-def load_versions(source: str) -> list[Series]:
+def load_versions(source: str, limits: InputLimits = InputLimits()) -> list[Series]:
     """Every posting of the main series in `source`, in the order stored."""
-    with rereadable(source) as path:
-        mailbox = _Mailbox.read(path, source)
+    with rereadable(source, limits) as path:
+        mailbox = _Mailbox.read(path, source, limits)
         topic = _main_topic(mailbox.topics)
         mailbox.load_texts(path, [topic])
         versions = [_build(posting, topic, mailbox) for posting in topic]
@@ -107,10 +107,10 @@ def load_versions(source: str) -> list[Series]:
     return versions
 
 
-def find_series(source: str) -> list[list[Series]]:
+def find_series(source: str, limits: InputLimits = InputLimits()) -> list[list[Series]]:
     """Every series in `source`, grouped by topic (the versions of one piece of work), oldest first."""
-    with rereadable(source) as path:
-        mailbox = _Mailbox.read(path, source)
+    with rereadable(source, limits) as path:
+        mailbox = _Mailbox.read(path, source, limits)
         mailbox.load_texts(path, mailbox.topics)
         return [[_build(posting, topic, mailbox) for posting in topic] for topic in mailbox.topics]
 
@@ -121,21 +121,22 @@ class _Mailbox:
 
     topics: list[list[Posting]]
     replies: dict[int, list[Item]]             # by id() of the patch or cover answered
+    limits: InputLimits
     texts: dict[int, str] = field(default_factory=dict)   # by position, for the mails being built
     patch_ids: dict[int, str | None] = field(default_factory=dict)   # by position, computed on demand
 
     @classmethod
-    def read(cls, path: str, source: str) -> _Mailbox:
-        items = build_items(read_mails(path))
+    def read(cls, path: str, source: str, limits: InputLimits) -> _Mailbox:
+        items = build_items(read_mails(path, limits))
         postings = [p for p in group_postings(items) if p.patches]
         if not postings:
             raise BadInput(f"{_name(source)}: no patch found in {len(items)} message(s)")
-        return cls(_topics(postings), _replies_by_target(items))
+        return cls(_topics(postings), _replies_by_target(items), limits)
 
     def load_texts(self, path: str, topics: list[list[Posting]]) -> None:
         wanted = {item.mail.position: item.mail.key
                   for topic in topics for posting in topic for item in posting.all_items()}
-        for position, mail in read_mails_at(path, set(wanted)).items():
+        for position, mail in read_mails_at(path, set(wanted), self.limits).items():
             if mail.key != wanted[position]:
                 raise BadInput(f"{path}: the source changed while it was being read")
             self.texts[position] = mail.text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from patchbench.commands.apply import add_input_limit_arguments, input_limits
 from patchbench.series import Series, load_series, load_versions
 
 
@@ -14,16 +15,18 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--json", action="store_true", help="print the series as JSON")
     parser.add_argument("--all-versions", action="store_true", help="show every version found, not just one")
     parser.add_argument("--version", type=int, metavar="N", help="pick version N instead of the newest")
+    add_input_limit_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
+    limits = input_limits(args)
     if args.all_versions:
-        shown = load_versions(args.source)
+        shown = load_versions(args.source, limits)
         if args.version is not None:
-            shown = [s for s in shown if s.version == args.version] or [load_series(args.source, args.version)]
+            shown = [s for s in shown if s.version == args.version] or [load_series(args.source, args.version, limits)]
     else:
-        shown = [load_series(args.source, args.version)]
+        shown = [load_series(args.source, args.version, limits)]
     if args.json:
         documents = [series_json(s) for s in shown]
         print(json.dumps(documents if args.all_versions else documents[0], indent=2))
