@@ -3,8 +3,9 @@ whole `patchbench series` process on each, default limits, cold (nothing cached 
 
     python3 bench/limits.py
 
-Inputs (written to a temporary directory, each past exactly one limit):
-  gzip bomb           ~1 MB gzip inflating to 1 GiB of zeros (took 82 s and 11.6 GB before the limits)
+Inputs (written to a temporary directory, each past one limit):
+  gzip bomb           ~1 MB gzip inflating to 1 GiB of zeros (took 82 s and 11.6 GB before the limits):
+                      one endless line, refused at its first MiB
   big gzip            200 gzip members of 1 MiB of real-shaped mail each: 200 MiB inflated
   big file            a 200 MiB mbox on disk (sparse: its size is what counts)
   many messages       60,000 small messages in one mbox (5.6 MB)

@@ -127,7 +127,7 @@ class _Mailbox:
 
     @classmethod
     def read(cls, path: str, source: str, limits: InputLimits) -> _Mailbox:
-        items = build_items(read_mails(path, limits))
+        items = build_items(read_mails(path, limits, _name(source)))
         postings = [p for p in group_postings(items) if p.patches]
         if not postings:
             raise BadInput(f"{_name(source)}: no patch found in {len(items)} message(s)")

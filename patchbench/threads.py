@@ -157,7 +157,7 @@ def _add(posting: Posting, item: Item) -> None:
     held = posting.cover if item.is_cover else posting.patches.get(index)
     if held is not None:
         older, item = sorted((held, item), key=_sent_order)
-        posting.earlier_copies.setdefault(index, []).append(older)
+        posting.earlier_copies[index] = sorted([*posting.earlier_copies.get(index, []), older], key=_sent_order)
     if item.is_cover:
         posting.cover = item
     else:

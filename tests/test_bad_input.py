@@ -30,7 +30,8 @@ CASES = [
     ("series-version-not-there", ["series", "{series}", "--version", "7"]),
     # apply
     ("apply-missing-file", ["apply", "{absent}", "--tree", "{repo}"]),
-    ("apply-directory-as-tree", ["apply", "{series}", "--tree", "{absent}"]),
+    ("apply-missing-tree", ["apply", "{series}", "--tree", "{absent}"]),
+    ("apply-directory-as-source", ["apply", "{empty_dir}", "--tree", "{repo}"]),
     ("apply-file-as-tree", ["apply", "{series}", "--tree", "{series}"]),
     ("apply-non-git-tree", ["apply", "{series}", "--tree", "{notgit}"]),
     ("apply-garbage-mbox", ["apply", "{garbage}", "--tree", "{repo}"]),

@@ -32,12 +32,21 @@ def _refused(proc: subprocess.CompletedProcess, flag: str) -> None:
     assert f"(raise the limit with {flag})" in stderr and "Traceback" not in stderr
 
 
-def test_a_gzip_bomb_is_refused_at_the_default_size_limit(tmp_path):
+def test_a_gzip_of_zeros_is_refused_at_its_first_megabyte(tmp_path):
     bomb = tmp_path / "bomb.mbox.gz"
     with gzip.open(bomb, "wb", compresslevel=1) as out:
         block = bytes(1 << 20)
-        for _ in range(160):           # 160 MiB of zeros: past the 128 MiB default
+        for _ in range(256):
             out.write(block)
+    proc = _cli("series", str(bomb), "--max-input-size", "1G")
+    _refused(proc, "--max-line-length")
+    assert "a line longer than 1 MiB" in proc.stderr.decode()
+
+
+def test_a_gzip_bomb_of_lines_is_refused_at_the_default_size_limit(tmp_path):
+    lines = gzip.compress((b"x" * 79 + b"\n") * ((1 << 20) // 80))   # 1 MiB of short lines per member
+    bomb = tmp_path / "lines.mbox.gz"
+    bomb.write_bytes(lines * 160)                                     # 160 MiB inflated: past the 128 MiB
     proc = _cli("series", str(bomb))
     _refused(proc, "--max-input-size")
     assert "more than 128 MiB of mail" in proc.stderr.decode()

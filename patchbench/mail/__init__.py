@@ -11,10 +11,10 @@ from patchbench.mail.sources import iter_raw_messages
 __all__ = ["InputLimits", "Mail", "decode_mail", "read_mails", "read_mails_at"]
 
 
-def read_mails(source: str, limits: InputLimits = InputLimits()) -> Iterator[Mail]:
+def read_mails(source: str, limits: InputLimits = InputLimits(), name: str | None = None) -> Iterator[Mail]:
     """Decode every message of `source` (a path or "-"), streaming; raises BadInput if unreadable or
-    past a limit."""
-    for position, raw in enumerate(iter_raw_messages(source, limits)):
+    past a limit (naming the source `name`, when given)."""
+    for position, raw in enumerate(iter_raw_messages(source, limits, name)):
         yield decode_mail(raw, position)
 
 

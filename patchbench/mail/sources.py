@@ -53,8 +53,9 @@ class Budget:
                                      "--max-messages")
 
 
-def iter_raw_messages(source: str, limits: InputLimits = InputLimits()) -> Iterator[bytes]:
-    """Yield the raw bytes of each message in `source`, in the order they are stored.
+def iter_raw_messages(source: str, limits: InputLimits = InputLimits(), name: str | None = None) -> Iterator[bytes]:
+    """Yield the raw bytes of each message in `source`, in the order they are stored; errors name the
+    source as `name` (a spooled copy of standard input is "standard input").
 
     Before any message is yielded, the source is measured (C-speed scans, nothing kept): past the size
     limit, or with more possible messages than the limit allows and, split without decoding, more
@@ -68,15 +69,16 @@ def iter_raw_messages(source: str, limits: InputLimits = InputLimits()) -> Itera
     if not path.exists():
         raise BadInput(f"{source}: no such file or directory")
     files = _directory_files(path) if path.is_dir() else [path]
-    measured = Budget(limits, source)
+    name = name or source
+    measured = Budget(limits, name)
     for file in files:
         _measure(file, measured)
     if measured.separators > limits.max_messages:
-        counted = Budget(limits, source)
+        counted = Budget(limits, name)
         for file in files:
             for _ in _read_file(file, counted):
                 pass
-    budget = Budget(limits, source)
+    budget = Budget(limits, name)
     for file in files:
         yield from _read_file(file, budget)
 
@@ -146,33 +148,47 @@ def _read_file(path: Path, budget: Budget) -> Iterator[bytes]:
 
 
 def _measure(path: Path, budget: Budget) -> None:
-    """Count the bytes of mail in `path` (inflated, for a gzip) and the lines that may start a message,
-    keeping nothing. zlib directly: GzipFile's buffering costs half as much again."""
+    """Count, keeping nothing, the bytes of mail in `path` (inflated, for a gzip) and the lines that may
+    start a message, and refuse a line past the limit: an endless line of zeros is refused here, at C
+    speed, whatever the size limit. Chunks are never longer than a line may be, so no long line can
+    hide inside one."""
+    limits = budget.limits
+    step = min(1 << 22, limits.max_line_length)
     with _opened(path) as (raw, gzipped):
         budget.separators += 1
-        inflater = zlib.decompressobj(wbits=31) if gzipped else None
-        if inflater is None:
+        if not gzipped:
             budget.take_bytes(os.fstat(raw.fileno()).st_size)
-        tail = b"\n"                  # the file starts at the start of a line
-        data = raw.read(1 << 16)
-        while data:
-            chunk = data if inflater is None else inflater.decompress(data, 1 << 22)
-            if inflater is not None:
+        tail, line = b"\n", 0          # the file starts at the start of a line; bytes of the line so far
+        for chunk in _inflated(raw, step) if gzipped else iter(lambda: raw.read(step), b""):
+            if gzipped:
                 budget.take_bytes(len(chunk))
             window = tail + chunk
             budget.separators += window.count(b"\nFrom ")
             tail = window[-5:]
-            if inflater is None:
-                data = raw.read(1 << 20)
-            elif inflater.eof:  # one member ended; a gzip may hold several, one after the other
-                data = (inflater.unused_data or raw.read(1 << 16)).lstrip(b"\0")   # zero padding between
-                if not data:
-                    return
-                inflater = zlib.decompressobj(wbits=31)
-            else:
-                data = inflater.unconsumed_tail or raw.read(1 << 16)
-        if inflater is not None:
-            raise EOFError("compressed file ended before the end-of-stream marker was reached")
+            first = chunk.find(b"\n")
+            if line + (len(chunk) if first < 0 else first + 1) > limits.max_line_length:
+                raise limits.refuse(f"{budget.name}: a line longer than", limits.max_line_length, "",
+                                    "--max-line-length")
+            line = line + len(chunk) if first < 0 else len(chunk) - chunk.rfind(b"\n") - 1
+
+
+def _inflated(raw: BinaryIO, step: int) -> Iterator[bytes]:
+    """The inflated bytes of a gzip file, every member, at most `step` at a time. zlib directly:
+    GzipFile's buffering costs half as much again."""
+    inflater = zlib.decompressobj(wbits=31)
+    data = raw.read(1 << 16)
+    while data:
+        yield inflater.decompress(data, step)
+        if inflater.eof:  # one member ended; a gzip may hold several, one after the other
+            data = (inflater.unused_data or raw.read(1 << 16)).lstrip(b"\0")   # zero padding between
+            inflater = zlib.decompressobj(wbits=31)
+            if not data:
+                return
+        else:
+            data = inflater.unconsumed_tail or raw.read(1 << 16)
+    yield inflater.flush()   # input all read: what zlib still holds is at most a few bytes
+    if not inflater.eof:
+        raise EOFError("compressed file ended before the end-of-stream marker was reached")
 
 
 def _lines(stream, limits: InputLimits, budget: Budget | None = None) -> Iterator[bytes]:
