@@ -47,6 +47,7 @@ class Patch:
     version: int = 1               # the version this patch was posted as (older in a partial reroll)
     patch_id: str | None = None    # `git patch-id --stable` of the diff
     carried_trailers: list[CarriedTrailer] = field(default_factory=list)   # also in `trailers`
+    older_copies: list[str] = field(default_factory=list)   # Message-Ids of this part sent before in its thread
 
 
 @dataclass
@@ -332,6 +333,7 @@ def _patch(index: int, copies: list[Item], cover_trailers: list[str], mailbox: _
         files=files_touched(text.diff),
         version=item.group.version if item.group else item.subject.version,
         patch_id=mailbox.patch_id(item),
+        older_copies=[copy.mail.message_id for copy in copies[:-1]],
     )
 
 

@@ -52,6 +52,10 @@ def test_a_part_resent_in_its_thread_replaces_the_first_copy_and_keeps_its_revie
     assert "r->mask + 0" in second.diff          # the newer copy's diff is the one applied
     assert series.cover.message_id == "dup-0@example.org"
     assert second.carried_trailers == []          # same thread, same version: nothing to carry
+    assert second.older_copies == ["dup-2@example.org"]
+    assert [p.older_copies for p in (series.patches[0], series.patches[2])] == [[], []]
+    text = _cli("series", str(_written(case, tmp_path))).stdout
+    assert "note: sent 2 times in the thread; the newest copy is used" in text
 
 
 def test_carried_trailers_are_said_in_json_and_text(tmp_path):

@@ -57,6 +57,7 @@ def series_json(series: Series) -> dict:
                 "carried_trailers": [{"trailer": c.trailer, "from_version": c.from_version,
                                       "from_message_id": c.from_message_id, "reason": c.reason}
                                      for c in p.carried_trailers],
+                "older_copies": p.older_copies,
                 "files": [f.path for f in p.files],
                 "changes": [{"path": f.path, "old_path": f.old_path, "status": f.status,
                              "added": f.added, "removed": f.removed, "binary": f.binary} for f in p.files],
@@ -86,6 +87,9 @@ def summary(series: Series) -> str:
     for patch in series.patches:
         carried = f"  [kept from v{patch.version}: not resent]" if patch.version != series.version else ""
         lines.append(f"  {patch.index:>2}/{series.total} {patch.subject}  ({patch.author}){carried}")
+        if patch.older_copies:
+            lines.append(f"        note: sent {len(patch.older_copies) + 1} times in the thread; the newest copy is "
+                         f"used, the reviews of every copy kept")
         carried = {c.trailer: c for c in patch.carried_trailers}
         for trailer in patch.trailers:
             if not trailer.lower().startswith("signed-off-by"):
