@@ -149,10 +149,34 @@ def cases() -> list[Case]:
         trailers={1: [REVIEWED], 2: [TESTED], 3: []},
         message_ids=["rel-1@example.org", "rel-2@example.org", "rel-3@example.org"],
     )
+    reroll = Case(
+        "partial-reroll-of-2-of-3",
+        posting("pr", 1, 0) + [
+            reply("pr-r1@example.com", "pr-1@example.org", f"{v1} 1/3] {TITLES[1]}", BOB, 20, REVIEWED,
+                  "pr-0@example.org"),
+            reply("pr-r3@example.com", "pr-3@example.org", f"{v1} 3/3] {TITLES[3]}", BOB, 21, REVIEWED,
+                  "pr-0@example.org"),
+            message("pr-v2-2@example.org", f"{v2} 2/3] {TITLES[2]}", ADA, 60, patch_body(2, " + 2"),
+                    reply_to="pr-2@example.org", references=("pr-0@example.org",)),
+        ],
+        "v2 resends only 2/3 in reply to v1 2/3: parts 1 and 3 come from v1 with their reviews",
+        trailers={1: [REVIEWED], 2: [], 3: [REVIEWED]},
+        message_ids=["pr-1@example.org", "pr-v2-2@example.org", "pr-3@example.org"],
+    )
+    cover_ack = Case(
+        "ack-on-the-cover-letter",
+        posting("ca", 2, 0) + [
+            reply("ca-r0@example.net", "ca-0@example.org", f"{v2} 0/3] ringbuf: fix ring_pop", CAROL, 20,
+                  "For the series:\n\n" + ACKED),
+        ],
+        "an Acked-by given to the cover letter goes on every patch",
+        trailers={1: [ACKED], 2: [ACKED], 3: [ACKED]},
+        message_ids=["ca-1@example.org", "ca-2@example.org", "ca-3@example.org"],
+    )
     bare = Case(
         "bare-git-diff",
         [diff(1).encode()],
         "refused before anything is applied: a diff without author or subject is not a patch mail",
         error="has no author (From:) and no subject",
     )
-    return [duplicate, resend, carried, wrapped, related, bare]
+    return [duplicate, resend, carried, wrapped, related, reroll, cover_ack, bare]
