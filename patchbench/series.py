@@ -9,14 +9,28 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from patchbench.errors import BadInput
-from patchbench.mail import read_mails, read_mails_at
+from patchbench.mail import InputLimits, read_mails, read_mails_at
 from patchbench.mail.content import PatchText, base_info, message_trailers, split_patch
 from patchbench.mail.decode import parse_date, parse_person, format_person
 from patchbench.mail.files import FileChange, files_touched, is_truncated
+from patchbench.mail.patchid import patch_id
 from patchbench.mail.sources import rereadable
 from patchbench.threads import Item, Posting, build_items, group_postings, nearest_ancestors
 
-__all__ = ["FileChange", "Patch", "Cover", "Series", "load_series", "load_versions", "find_series"]
+__all__ = ["FileChange", "CarriedTrailer", "Patch", "Cover", "Series", "load_series", "load_versions",
+           "find_series"]
+
+
+@dataclass
+class CarriedTrailer:
+    """A trailer given to this patch as posted earlier, kept because the patch did not change."""
+    trailer: str
+    from_version: int
+    from_message_id: str           # the earlier posting of the patch that was given the trailer
+    reason: str                    # "patch-id unchanged"; for a RESEND "its first posting, patch-id unchanged"
+
+    def note(self) -> str:
+        return f"{self.trailer.split(':', 1)[0]} carried from v{self.from_version} ({self.reason})"
 
 
 @dataclass
@@ -31,6 +45,9 @@ class Patch:
     trailers: list[str] = field(default_factory=list)   # own + collected from replies, de-duplicated
     files: list[FileChange] = field(default_factory=list)
     version: int = 1               # the version this patch was posted as (older in a partial reroll)
+    patch_id: str | None = None    # `git patch-id --stable` of the diff
+    carried_trailers: list[CarriedTrailer] = field(default_factory=list)   # also in `trailers`
+    older_copies: list[str] = field(default_factory=list)   # Message-Ids of this part sent before in its thread
 
 
 @dataclass
@@ -60,14 +77,14 @@ class Series:
     other_series: list[str] = field(default_factory=list)   # titles of unrelated series in the source
 
 
-def load_series(source: str, version: int | None = None) -> Series:
+def load_series(source: str, version: int | None = None, limits: InputLimits = InputLimits()) -> Series:
     """The series in `source` (mbox, maildir, message, directory, .gz or "-"): newest version unless asked.
 
     When the source holds several unrelated series, the first one stored is taken (not counting
     side threads); the others are named in `other_series`.
-    Raises BadInput when the source is unreadable, truncated, or holds no patch.
+    Raises BadInput when the source is unreadable, truncated, past one of `limits`, or holds no patch.
     """
-    versions = load_versions(source)
+    versions = load_versions(source, limits)
     numbers = sorted({series.version for series in versions})
     wanted = version if version is not None else numbers[-1]
     chosen = [series for series in versions if series.version == wanted]
@@ -77,10 +94,10 @@ def load_series(source: str, version: int | None = None) -> Series:
     return chosen[-1]  # of two postings of one version (a resend), the later one
 
 
-def load_versions(source: str) -> list[Series]:
+def load_versions(source: str, limits: InputLimits = InputLimits()) -> list[Series]:
     """Every posting of the main series in `source`, in the order stored."""
-    with rereadable(source) as path:
-        mailbox = _Mailbox.read(path, source)
+    with rereadable(source, limits) as path:
+        mailbox = _Mailbox.read(path, source, limits)
         topic = _main_topic(mailbox.topics)
         mailbox.load_texts(path, [topic])
         versions = [_build(posting, topic, mailbox) for posting in topic]
@@ -91,10 +108,10 @@ def load_versions(source: str) -> list[Series]:
     return versions
 
 
-def find_series(source: str) -> list[list[Series]]:
+def find_series(source: str, limits: InputLimits = InputLimits()) -> list[list[Series]]:
     """Every series in `source`, grouped by topic (the versions of one piece of work), oldest first."""
-    with rereadable(source) as path:
-        mailbox = _Mailbox.read(path, source)
+    with rereadable(source, limits) as path:
+        mailbox = _Mailbox.read(path, source, limits)
         mailbox.load_texts(path, mailbox.topics)
         return [[_build(posting, topic, mailbox) for posting in topic] for topic in mailbox.topics]
 
@@ -105,25 +122,33 @@ class _Mailbox:
 
     topics: list[list[Posting]]
     replies: dict[int, list[Item]]             # by id() of the patch or cover answered
+    limits: InputLimits
     texts: dict[int, str] = field(default_factory=dict)   # by position, for the mails being built
+    patch_ids: dict[int, str | None] = field(default_factory=dict)   # by position, computed on demand
 
     @classmethod
-    def read(cls, path: str, source: str) -> _Mailbox:
-        items = build_items(read_mails(path))
+    def read(cls, path: str, source: str, limits: InputLimits) -> _Mailbox:
+        items = build_items(read_mails(path, limits, _name(source)))
         postings = [p for p in group_postings(items) if p.patches]
         if not postings:
             raise BadInput(f"{_name(source)}: no patch found in {len(items)} message(s)")
-        return cls(_topics(postings), _replies_by_target(items))
+        return cls(_topics(postings), _replies_by_target(items), limits)
 
     def load_texts(self, path: str, topics: list[list[Posting]]) -> None:
-        wanted = {item.mail.position: item.mail.key for topic in topics for posting in topic for item in posting.items()}
-        for position, mail in read_mails_at(path, set(wanted)).items():
+        wanted = {item.mail.position: item.mail.key
+                  for topic in topics for posting in topic for item in posting.all_items()}
+        for position, mail in read_mails_at(path, set(wanted), self.limits).items():
             if mail.key != wanted[position]:
                 raise BadInput(f"{path}: the source changed while it was being read")
             self.texts[position] = mail.text
 
     def text(self, item: Item) -> PatchText:
         return split_patch(self.texts.get(item.mail.position, ""))
+
+    def patch_id(self, item: Item) -> str | None:
+        if item.mail.position not in self.patch_ids:
+            self.patch_ids[item.mail.position] = patch_id(self.text(item).diff)
+        return self.patch_ids[item.mail.position]
 
 
 def _name(source: str) -> str:
@@ -211,8 +236,15 @@ def _build(posting: Posting, topic: list[Posting], mailbox: _Mailbox) -> Series:
             for index, item in older.patches.items():
                 patch_items.setdefault(index, item)
             cover_item = cover_item or older.cover
-    cover_trailers = _collected(cover_item, mailbox) if cover_item else []
-    patches = [_patch(index, item, cover_trailers, mailbox) for index, item in sorted(patch_items.items())]
+    cover_copies = posting.copies(0) if posting.cover else ([cover_item] if cover_item else [])
+    cover_trailers = _collected(cover_copies, mailbox)
+    earlier = [other for other in topic if other is not posting and _posted_before(other, posting)]
+    patches = []
+    for index, item in sorted(patch_items.items()):
+        copies = item.group.copies(index) if item.group is not None else [item]
+        patch = _patch(index, copies, cover_trailers, mailbox)
+        _carry_trailers(patch, item, earlier, mailbox)
+        patches.append(patch)
     head = cover_item or patch_items[min(patch_items)]
     in_order = ([cover_item] if cover_item else []) + [patch_items[i] for i in sorted(patch_items)]
     base = base_info([mailbox.texts.get(item.mail.position, "") for item in in_order])
@@ -234,17 +266,60 @@ def _build(posting: Posting, topic: list[Posting], mailbox: _Mailbox) -> Series:
     )
 
 
-def _collected(item: Item, mailbox: _Mailbox) -> list[str]:
-    return [trailer for reply in mailbox.replies.get(id(item), []) for trailer in reply.reply_trailers]
+def _collected(copies: list[Item], mailbox: _Mailbox) -> list[str]:
+    """Trailers given in replies to any copy of a part (a part sent twice keeps both copies' reviews)."""
+    return [trailer for item in copies for reply in mailbox.replies.get(id(item), []) for trailer in reply.reply_trailers]
 
 
-def _patch(index: int, item: Item, cover_trailers: list[str], mailbox: _Mailbox) -> Patch:
+def _posted_before(other: Posting, posting: Posting) -> bool:
+    """An older version, or an earlier posting of the same version (the first of a RESEND)."""
+    if other.version != posting.version:
+        return other.version < posting.version
+    return other.first_position < posting.first_position
+
+
+def _carry_trailers(patch: Patch, item: Item, earlier: list[Posting], mailbox: _Mailbox) -> None:
+    """As b4 does: trailers given to this patch as posted before (an older version, or the first posting
+    of a RESEND) are kept when its patch-id is unchanged, and said to be carried. A RESEND also keeps
+    what was given to its first posting's cover letter."""
+    if patch.patch_id is None:
+        return
+    present = {_trailer_key(trailer) for trailer in patch.trailers}
+    for other in earlier:
+        if other is item.group:
+            continue  # a part kept from an older version in a partial reroll: its own reviews are in
+        for copies in (other.copies(i) for i in sorted(other.patches)):
+            matching = [copy for copy in copies if copy is not item and mailbox.patch_id(copy) == patch.patch_id]
+            if not matching:
+                continue
+            given = _collected(matching, mailbox)
+            reason = "patch-id unchanged"
+            if other.version == patch.version:
+                given += _collected(other.copies(0), mailbox)
+                reason = "its first posting, patch-id unchanged"
+            for trailer in given:
+                if _trailer_key(trailer) not in present:
+                    present.add(_trailer_key(trailer))
+                    patch.trailers.append(trailer)
+                    patch.carried_trailers.append(CarriedTrailer(trailer, other.version, matching[-1].mail.message_id,
+                                                                 reason))
+
+
+def _patch(index: int, copies: list[Item], cover_trailers: list[str], mailbox: _Mailbox) -> Patch:
+    item = copies[-1]
     mail, inbody, text = item.mail, item.inbody, mailbox.text(item)
     author = format_person(*parse_person(inbody.author)) if inbody.author else mail.sender
     date = (parse_date(inbody.date) if inbody.date else None) or mail.date
+    where = f"message {mail.position + 1}" + (f" <{mail.message_id}>" if mail.message_id else "")
     if is_truncated(text.diff):
-        where = f"message {mail.position + 1}" + (f" <{mail.message_id}>" if mail.message_id else "")
         raise BadInput(f"patch {index} ({where}) is truncated: its last hunk ends early")
+    # git cannot commit without an author, nor without a message (a Subject:, else the body's text)
+    described = item.title or text.message.strip()
+    if not author or not described:
+        lacking = " and no ".join(name for name, value in (("author (From:)", author), ("subject", described))
+                                  if not value)
+        raise BadInput(f"patch {index} ({where}) has no {lacking}: a bare diff is not a mail "
+                       f"(git format-patch writes one)")
     own = message_trailers(text.message)
     return Patch(
         index=index,
@@ -254,17 +329,23 @@ def _patch(index: int, item: Item, cover_trailers: list[str], mailbox: _Mailbox)
         date=date,
         body=text.message,
         diff=text.diff,
-        trailers=_unique(own + _collected(item, mailbox) + cover_trailers),
+        trailers=_unique(own + _collected(copies, mailbox) + cover_trailers),
         files=files_touched(text.diff),
         version=item.group.version if item.group else item.subject.version,
+        patch_id=mailbox.patch_id(item),
+        older_copies=[copy.mail.message_id for copy in copies[:-1]],
     )
+
+
+def _trailer_key(trailer: str) -> str:
+    return " ".join(trailer.lower().split())
 
 
 def _unique(trailers: list[str]) -> list[str]:
     seen: set[str] = set()
     result = []
     for trailer in trailers:
-        key = " ".join(trailer.lower().split())
+        key = _trailer_key(trailer)
         if key not in seen:
             seen.add(key)
             result.append(trailer)

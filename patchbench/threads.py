@@ -82,9 +82,19 @@ class Posting:
     cover: Item | None = None
     patches: dict[int, Item] = field(default_factory=dict)
     related: set[int] = field(default_factory=set)     # ids of postings this one threads to
+    # older copies of a part sent again in the same thread (index, 0 for the cover), oldest first
+    earlier_copies: dict[int, list[Item]] = field(default_factory=dict)
 
     def items(self) -> list[Item]:
         return ([self.cover] if self.cover else []) + [self.patches[i] for i in sorted(self.patches)]
+
+    def copies(self, index: int) -> list[Item]:
+        """Every copy of part `index` (0: the cover) posted in this thread, the one in use last."""
+        current = self.cover if index == 0 else self.patches.get(index)
+        return self.earlier_copies.get(index, []) + ([current] if current else [])
+
+    def all_items(self) -> list[Item]:
+        return self.items() + [copy for copies in self.earlier_copies.values() for copy in copies]
 
     @property
     def first_position(self) -> int:
@@ -133,6 +143,7 @@ def group_postings(items: list[Item]) -> list[Posting]:
         if related is not None and related is not posting:
             posting.related.add(id(related))
         _add(posting, item)
+    postings = _merge_resent_parts(postings)
     for posting in postings:
         if posting.cover is None:
             posting.cover = _naked_cover(posting)
@@ -140,11 +151,48 @@ def group_postings(items: list[Item]) -> list[Posting]:
 
 
 def _add(posting: Posting, item: Item) -> None:
+    """Put `item` in its place; a part sent again in the same thread keeps the newer copy in use."""
     item.group = posting
+    index = 0 if item.is_cover else item.index
+    held = posting.cover if item.is_cover else posting.patches.get(index)
+    if held is not None:
+        older, item = sorted((held, item), key=_sent_order)
+        posting.earlier_copies[index] = sorted([*posting.earlier_copies.get(index, []), older], key=_sent_order)
     if item.is_cover:
         posting.cover = item
     else:
-        posting.patches[item.index] = item
+        posting.patches[index] = item
+
+
+def _merge_resent_parts(postings: list[Posting]) -> list[Posting]:
+    """Some parts sent again into the thread of their posting, same version (a resend of 2/3), are newer
+    copies of those parts, not a posting of their own. A whole series sent again stays a posting: a
+    RESEND, whose trailers series.py carries over by patch-id."""
+    by_id = {id(posting): posting for posting in postings}
+    merged: dict[int, Posting] = {}
+    kept: list[Posting] = []
+    for posting in postings:
+        answered = [merged.get(other) or by_id[other] for other in posting.related if other in by_id]
+        target = min(answered, key=lambda p: p.first_position, default=None)
+        if (
+            target is not None
+            and posting.numbered and target.numbered
+            and posting.cover is None and len(posting.patches) < posting.total
+            and (posting.version, posting.total) == (target.version, target.total)
+        ):
+            for item in posting.all_items():
+                _add(target, item)
+            target.related |= posting.related - {id(target)}
+            merged[id(posting)] = target
+        else:
+            kept.append(posting)
+    for posting in kept:
+        posting.related = {id(merged[other]) if other in merged else other for other in posting.related}
+    return kept
+
+
+def _sent_order(item: Item) -> tuple[float, int]:
+    return (_timestamp(item.mail.date) if item.mail.date is not None else 0.0), item.mail.position
 
 
 def _threaded_posting(item: Item) -> tuple[Posting | None, Posting | None]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -125,17 +126,39 @@ def test_conflicting_series_names_the_patch_and_file_and_keeps_what_applied(work
     assert RepoState.of(user_repo) == before
 
 
+# Stands in front of git on PATH: the second `git apply` (patch 2 of 3, patch 1 already committed)
+# says so in a file and blocks until the test's signal arrives, so the signal always lands mid-apply.
+BLOCKING_GIT = """#!/bin/sh
+if [ "$1" = apply ]; then
+    echo x >> "$BLOCK_COUNT"
+    if [ "$(wc -l < "$BLOCK_COUNT")" -eq 2 ]; then
+        : > "$BLOCK_READY"
+        exec sleep 300
+    fi
+fi
+exec {git} "$@"
+"""
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_a_signal_mid_apply_leaves_the_users_repository_as_it_was(workspace, user_repo, tmp_path, signum):
     before = RepoState.of(user_repo)
-    scratch = tmp_path / "tmp"
+    scratch, wrapper = tmp_path / "tmp", tmp_path / "bin"
     scratch.mkdir()
+    wrapper.mkdir()
+    (wrapper / "git").write_text(BLOCKING_GIT.format(git=shutil.which("git")))
+    (wrapper / "git").chmod(0o755)
+    ready, count = tmp_path / "blocked", tmp_path / "applies"
+    env = {**os.environ, "TMPDIR": str(scratch), "PATH": f"{wrapper}:{os.environ['PATH']}",
+           "BLOCK_READY": str(ready), "BLOCK_COUNT": str(count)}
     proc = subprocess.Popen([sys.executable, "-m", "patchbench", "apply", str(workspace["root"] / "series"),
-                             "--tree", str(user_repo)], cwd=PROJECT, env={**os.environ, "TMPDIR": str(scratch)},
+                             "--tree", str(user_repo)], cwd=PROJECT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while not any(scratch.iterdir()) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
+    deadline = time.monotonic() + 120
+    while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ready.exists(), f"apply never reached patch 2: {proc.poll()} {proc.stderr.read() if proc.poll() else ''}"
+    assert any(scratch.iterdir())            # its scratch index and work tree exist right now
     proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr

@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from patchbench.mail.limits import InputLimits, human_size, parse_size
 from patchbench.series import Series, load_series
 from patchbench.tree import ApplyResult, apply_series
 
@@ -36,11 +37,46 @@ def add_apply_arguments(parser, ranges: bool = False) -> None:
     parser.add_argument("--tree", metavar="DIR", default=".", help="the kernel git repository (default: .)")
     parser.add_argument("--base", metavar="REV", help="apply onto REV instead of the series' base-commit:")
     parser.add_argument("--version", type=int, metavar="N", help="pick version N of the series instead of the newest")
+    add_input_limit_arguments(parser)
+
+
+def add_input_limit_arguments(parser) -> None:
+    """--max-input-size and friends: how much mail a command reads before refusing the source."""
+    limits = parser.add_argument_group("input limits (far above any real mailbox; past one, exit 2)")
+    default = InputLimits()
+    for flag, name, kind, what in (
+        ("--max-input-size", "max_input_size", _size, "bytes of mail after decompression"),
+        ("--max-messages", "max_messages", _count, "messages"),
+        ("--max-header-size", "max_header_size", _size, "bytes in one message's header block"),
+        ("--max-line-length", "max_line_length", _size, "bytes in one line"),
+    ):
+        value = getattr(default, name)
+        shown = human_size(value) if kind is _size else f"{value:,}"
+        limits.add_argument(flag, dest=name, type=kind, default=value, metavar="N",
+                            help=f"at most N {what} (default {shown}; K, M, G suffixes)" if kind is _size
+                            else f"at most N {what} (default {shown})")
+
+
+def input_limits(args) -> InputLimits:
+    return InputLimits(args.max_input_size, args.max_messages, args.max_header_size, args.max_line_length)
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 512M, 2G)") from None
+
+
+def _count(text: str) -> int:
+    if not text.isdigit() or int(text) == 0:
+        raise argparse.ArgumentTypeError(f"not a positive count: {text!r}")
+    return int(text)
 
 
 def apply_from_args(args, signoff: bool = False, add_link: bool = False) -> tuple[Series, ApplyResult]:
     """Load and apply the series `add_apply_arguments` describes; warnings go to stderr."""
-    series = load_series(args.source, args.version)
+    series = load_series(args.source, args.version, input_limits(args))
     result = apply_series(series, Path(args.tree), args.base, signoff=signoff, add_link=add_link)
     for warning in result.warnings:
         print(f"patchbench: warning: {warning}", file=sys.stderr)

@@ -6,7 +6,7 @@ import sys
 
 from patchbench.commands.apply import add_apply_arguments
 from patchbench.commands.build import add_dispatch_arguments, add_kselftest_argument, \
-    applied_from, dispatch, print_results
+    applied_from, check_dispatch_arguments, dispatch, print_results
 
 
 def add_parser(subparsers) -> None:
@@ -18,6 +18,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    check_dispatch_arguments(args)
     applied = applied_from(args)
     if applied.failed is not None:
         print(f"patchbench: patch {applied.failed.index} does not apply: {applied.failed.reason}", file=sys.stderr)

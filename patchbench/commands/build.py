@@ -15,7 +15,7 @@ from patchbench.dispatch.kbuild import DEFAULT_MAKE_VARS
 from patchbench.dispatch.kconfig import KernelConfig
 from patchbench.dispatch.kselftest import Selection
 from patchbench.dispatch.runner import LocalRunner, default_context, plan
-from patchbench.dispatch.store import ResultStore
+from patchbench.dispatch.store import ResultStore, check_results_db
 from patchbench.errors import BadInput
 from patchbench.report import jobs as jobs_report
 from patchbench.tree import ApplyResult
@@ -54,6 +54,15 @@ def add_kselftest_argument(parser: argparse.ArgumentParser) -> None:
                              "same commit; raise --boot-timeout for long ones (repeatable)")
 
 
+def check_dispatch_arguments(args) -> None:
+    """Refuse a missing config fragment or a results file that is not ours before any work is done
+    (the series is applied first, and nothing may be created for a command that cannot run)."""
+    KernelConfig.netdev(args.config)
+    results = args.results or (args.cache or workspace.cache_root()) / "results.sqlite"
+    if results.exists():
+        check_results_db(results)
+
+
 def applied_from(args) -> ApplyResult:
     """The commits to work on: a range of the tree, or the series applied in isolation."""
     repo = Path(args.tree)
@@ -90,6 +99,7 @@ def print_results(applied: ApplyResult, results: list[JobResult], fmt: str) -> i
 
 
 def run(args) -> int:
+    check_dispatch_arguments(args)
     applied = applied_from(args)
     if applied.failed is not None:
         print(f"patchbench: patch {applied.failed.index} does not apply: {applied.failed.reason}", file=sys.stderr)

@@ -24,14 +24,11 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    store = ResultStore(args.db or workspace.cache_root() / "results.sqlite")
-    try:
-        if args.fingerprint:
-            rows = store.query("fingerprint = ?", (args.fingerprint,), args.limit)
-        else:
-            rows = store.recent(args.limit, args.commit, args.status)
-    finally:
-        store.close()
+    path = args.db or workspace.cache_root() / "results.sqlite"
+    if args.db is None and not path.exists():
+        rows = []   # no job has run on this machine yet; nothing to show, and nothing to create
+    else:
+        rows = _stored(args, ResultStore(path, read_only=True))
     if args.format == "json":
         print(json.dumps([{"id": r.id, "run": r.run, "finished": r.finished, "repo": r.repo, **r.data}
                           for r in rows], indent=2))
@@ -44,3 +41,12 @@ def run(args) -> int:
         extra = d.get("fingerprint") or d.get("reason") or ""
         print(f"{when} {r.run} {what:6} {patch:8} {d['commit'][:12]} {d['status']:5} {d['seconds']:7.1f} s  {extra}")
     return 0
+
+
+def _stored(args, store: ResultStore) -> list:
+    try:
+        if args.fingerprint:
+            return store.query("fingerprint = ?", (args.fingerprint,), args.limit)
+        return store.recent(args.limit, args.commit, args.status)
+    finally:
+        store.close()

@@ -10,7 +10,7 @@ import json
 
 from patchbench.commands.apply import add_apply_arguments
 from patchbench.commands.build import add_dispatch_arguments, add_kselftest_argument, \
-    dispatch
+    check_dispatch_arguments, dispatch
 from patchbench.errors import BadInput
 from patchbench.report import jobs as jobs_report
 from patchbench.commands.check import apply_and_check
@@ -30,6 +30,8 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     if args.kselftest and not args.boot:
         raise BadInput("--kselftest runs in the boot guest: add --boot")
+    if args.build or args.boot:
+        check_dispatch_arguments(args)
     applied, checked = apply_and_check(args)
     results = []
     if (args.build or args.boot) and applied.applied:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from patchbench.commands.apply import add_input_limit_arguments, input_limits
 from patchbench.series import Series, load_series, load_versions
 
 
@@ -14,16 +15,18 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--json", action="store_true", help="print the series as JSON")
     parser.add_argument("--all-versions", action="store_true", help="show every version found, not just one")
     parser.add_argument("--version", type=int, metavar="N", help="pick version N instead of the newest")
+    add_input_limit_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
+    limits = input_limits(args)
     if args.all_versions:
-        shown = load_versions(args.source)
+        shown = load_versions(args.source, limits)
         if args.version is not None:
-            shown = [s for s in shown if s.version == args.version] or [load_series(args.source, args.version)]
+            shown = [s for s in shown if s.version == args.version] or [load_series(args.source, args.version, limits)]
     else:
-        shown = [load_series(args.source, args.version)]
+        shown = [load_series(args.source, args.version, limits)]
     if args.json:
         documents = [series_json(s) for s in shown]
         print(json.dumps(documents if args.all_versions else documents[0], indent=2))
@@ -49,7 +52,12 @@ def series_json(series: Series) -> dict:
                 "author": p.author,
                 "date": p.date.isoformat() if p.date else None,
                 "version": p.version,
+                "patch_id": p.patch_id,
                 "trailers": p.trailers,
+                "carried_trailers": [{"trailer": c.trailer, "from_version": c.from_version,
+                                      "from_message_id": c.from_message_id, "reason": c.reason}
+                                     for c in p.carried_trailers],
+                "older_copies": p.older_copies,
                 "files": [f.path for f in p.files],
                 "changes": [{"path": f.path, "old_path": f.old_path, "status": f.status,
                              "added": f.added, "removed": f.removed, "binary": f.binary} for f in p.files],
@@ -79,9 +87,15 @@ def summary(series: Series) -> str:
     for patch in series.patches:
         carried = f"  [kept from v{patch.version}: not resent]" if patch.version != series.version else ""
         lines.append(f"  {patch.index:>2}/{series.total} {patch.subject}  ({patch.author}){carried}")
+        if patch.older_copies:
+            lines.append(f"        note: sent {len(patch.older_copies) + 1} times in the thread; the newest copy is "
+                         f"used, the reviews of every copy kept")
+        carried = {c.trailer: c for c in patch.carried_trailers}
         for trailer in patch.trailers:
             if not trailer.lower().startswith("signed-off-by"):
                 lines.append(f"        {trailer}")
+            if trailer in carried:
+                lines.append(f"          note: {carried[trailer].note()}")
     if series.base_commit:
         lines.append(f"  base: {series.base_commit}")
     if series.change_id:

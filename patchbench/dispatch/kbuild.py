@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,8 +41,21 @@ class Kbuild:
              on_line: sandbox.LineSink | None) -> sandbox.Completed:
         env = {**REPRODUCIBLE_ENV, "CCACHE_DIR": str(self.slot.ccache), "CCACHE_MAXSIZE": "2G"}
         writable = [self.slot.obj, self.slot.ccache] if self.sandboxed else None
-        return sandbox.run(argv, timeout=timeout, log=log, cwd=self.slot.obj, env=env,
-                           sandbox=writable, on_line=on_line)
+        # the worktree and the repository its .git names may sit under /tmp, which the sandbox replaces
+        return sandbox.run(argv, timeout=timeout, log=log, cwd=self.slot.obj, env=env, sandbox=writable,
+                           readable=[self.slot.src, self.slot.repo], on_line=on_line)
+
+    def _carried_fragments(self, config: KernelConfig) -> list[Path]:
+        """Copies of the config fragments in the build directory: the sandbox sees no host /tmp, and the
+        package (our netdev.config) or the user's fragments may be installed or kept there."""
+        carried = self.slot.obj / ".patchbench-fragments"
+        shutil.rmtree(carried, ignore_errors=True)
+        carried.mkdir()
+        copies = []
+        for number, fragment in enumerate(config.fragments):
+            copies.append(carried / f"{number:02}-{fragment.name}")
+            shutil.copyfile(fragment, copies[-1])
+        return copies
 
     @property
     def configured_stamp(self) -> Path:
@@ -61,7 +75,7 @@ class Kbuild:
             return done, ConfigCheck()
         merge = [str(self.slot.src / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(self.slot.obj),
                  str(dotconfig), *(str(self.slot.src / p) for p in config.in_tree),
-                 *(str(p) for p in config.fragments)]
+                 *map(str, self._carried_fragments(config))]
         done = self._run(merge, log=log, timeout=timeout, on_line=on_line)
         if done.returncode != 0:
             return done, ConfigCheck()

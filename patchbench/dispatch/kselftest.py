@@ -117,7 +117,7 @@ def _copied_interpreter(script: bytes) -> tuple[str, Path] | None:
 def _shared_libraries(elf: Path, sandboxed: bool) -> dict[str, Path]:
     """The libraries and loader a dynamic executable needs, as ldd resolves them ("not a dynamic..." → none)."""
     # The program itself is bound in read-only: it may sit under the sandbox's private /tmp.
-    argv = (sandbox.bwrap_prefix([]) + ["--ro-bind", str(elf), str(elf)] if sandboxed else []) + ["ldd", str(elf)]
+    argv = (sandbox.bwrap_prefix([], [elf]) if sandboxed else []) + ["ldd", str(elf)]
     proc = subprocess.run(argv, capture_output=True, text=True)
     found = {}
     for line in proc.stdout.splitlines():

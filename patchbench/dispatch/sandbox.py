@@ -28,28 +28,34 @@ class Completed:
         return self.returncode is None
 
 
-def bwrap_prefix(writable: list[Path]) -> list[str]:
-    """Read-only view of the host, private /tmp, no network; only `writable` can be written."""
+def bwrap_prefix(writable: list[Path], readable: list[Path] = ()) -> list[str]:
+    """Read-only view of the host, private /tmp, no network; only `writable` can be written.
+
+    The private /tmp hides whatever the host keeps there: paths the command needs that may live under
+    /tmp (a build directory, a repository) must be listed in `writable` or `readable`."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise BadInput("bubblewrap (bwrap) is not installed; it sandboxes untrusted builds "
                        "(apt-get install bubblewrap, or pass --no-sandbox for a trusted series)")
     cmd = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
            "--unshare-all", "--die-with-parent"]
+    for path in readable:
+        cmd += ["--ro-bind", str(path), str(path)]
     for path in writable:
         cmd += ["--bind", str(path), str(path)]
     return cmd
 
 
 def run(argv: list[str], *, timeout: float, log: Path, cwd: Path | None = None,
-        env: dict[str, str] | None = None, sandbox: list[Path] | None = None,
+        env: dict[str, str] | None = None, sandbox: list[Path] | None = None, readable: list[Path] = (),
         on_line: LineSink | None = None) -> Completed:
-    """Run argv (inside bwrap when `sandbox` lists the writable paths), logging every line.
+    """Run argv (inside bwrap when `sandbox` lists the writable paths, `readable` the read-only ones
+    that may be under /tmp), logging every line.
 
     The whole process group is killed at `timeout` seconds; the log says so.
     """
     if sandbox is not None:
-        argv = bwrap_prefix(sandbox) + argv
+        argv = bwrap_prefix(sandbox, readable) + argv
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     lines: list[str] = []

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchbench.dispatch.jobs import JobResult
+from patchbench.errors import BadInput
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
@@ -38,11 +39,22 @@ class StoredResult:
 
 
 class ResultStore:
-    def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
+    """Results database at `path`: created when missing (where job results are to be added), or with
+    `read_only` an existing one only. Anything else at `path` is BadInput, never a traceback."""
+
+    def __init__(self, path: Path, read_only: bool = False):
         self.path = path
-        self.db = sqlite3.connect(path, timeout=30)
-        self.db.executescript(SCHEMA)
+        if read_only or path.exists():
+            check_results_db(path)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = sqlite3.connect(path.resolve().as_uri() + ("?mode=ro" if read_only else ""), uri=True,
+                                      timeout=30)
+            if not read_only:
+                self.db.executescript(SCHEMA)
+        except sqlite3.Error as exc:
+            raise BadInput(f"{path}: cannot open the results database: {exc}") from None
 
     def add(self, run: str, repo: Path, result: JobResult) -> None:
         with self.db:
@@ -73,3 +85,26 @@ class ResultStore:
 
     def close(self) -> None:
         self.db.close()
+
+
+def check_results_db(path: Path) -> None:
+    """BadInput unless `path` is a results database this program wrote (read, nothing created)."""
+    if not path.exists():
+        raise BadInput(f"{path}: no such results database")
+    if not path.is_file():
+        raise BadInput(f"{path}: not a results database (not a regular file)")
+    try:
+        with open(path, "rb") as head:
+            magic = head.read(16)
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read: {exc.strerror}") from None
+    if magic != b"SQLite format 3\0":
+        raise BadInput(f"{path}: not a results database (not an SQLite file)")
+    try:
+        db = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            db.execute("SELECT id, run, finished, repo, data FROM results LIMIT 1").fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise BadInput(f"{path}: not a patchbench results database ({exc})") from None

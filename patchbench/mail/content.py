@@ -10,6 +10,11 @@ _TRAILER = re.compile(r"^([A-Za-z][A-Za-z0-9-]*[A-Za-z0-9]):[ \t]+(\S(?:.*\S)?)\
 _WELL_KNOWN_KEY = re.compile(r"^([a-z0-9-]+-by|fixes|link|closes|cc|change-id|bug|buglink):", re.IGNORECASE)
 _REPLY_TRAILER_KEY = re.compile(r"^([a-z0-9-]+-by|fixes|closes|link)$", re.IGNORECASE)
 _EMAIL = re.compile(r"<[^<>@\s]+@[^<>\s]+>")
+_PLUS_TAG = re.compile(r"\+[^@]+@")
+_WRAPPED_ADDRESS = re.compile(r"^([ \t]*[A-Za-z][A-Za-z0-9-]*-by:[ \t]+[^<\n]*[^<\s])[ \t]*\n[ \t]*(<[^<>\s]+@[^<>\s]+>)[ \t]*$",
+                              re.MULTILINE | re.IGNORECASE)
+_WRAPPED_FIXES = re.compile(r"^([ \t]*Fixes:[ \t]+[0-9a-f]{7,40}[ \t]+\([^)\n]+)\n[ \t]*([^\n]*\))[ \t]*$",
+                            re.MULTILINE | re.IGNORECASE)
 _INBODY_HEADER = re.compile(r"^(From|Subject|Date):\s*(.*)$", re.IGNORECASE)
 _FORWARDED_FROM = re.compile(r"^>?From [0-9a-f]{40} ")
 _HUNK = re.compile(r"^@@+ -\d")
@@ -151,7 +156,7 @@ def reply_trailers(text: str, sender_email: str, sender_name: str = "") -> list[
     Reviewed-by, and this keeps pasted trailer blocks out.
     """
     found = []
-    for line in text.splitlines():
+    for line in _join_wrapped_trailers(text).splitlines():
         if line.rstrip() == "--" or line == "-- ":
             break  # signature
         match = _TRAILER.match(line.strip()) if not line.lstrip().startswith(">") else None
@@ -163,11 +168,36 @@ def reply_trailers(text: str, sender_email: str, sender_name: str = "") -> list[
     return found
 
 
+def _join_wrapped_trailers(text: str) -> str:
+    """A mail client's line wrap put back: `Reviewed-by: Name` + a next line of just `<address>`, and a
+    `Fixes: sha ("subject` whose closing `")` went to the next line."""
+    text = _WRAPPED_ADDRESS.sub(r"\1 \2", text)
+    return _WRAPPED_FIXES.sub(r"\1 \2", text)
+
+
+def same_person_address(given: str, sender: str) -> bool:
+    """Two addresses of one person, as b4 judges it: equal, equal without a `+tag`, or the same
+    mailbox at a domain one level above or below (jo@intel.com, jo@linux.intel.com)."""
+    given, sender = given.lower(), sender.lower()
+    if given == sender:
+        return True
+    if "@" not in given or "@" not in sender:
+        return False
+    given, sender = _PLUS_TAG.sub("@", given), _PLUS_TAG.sub("@", sender)
+    if given == sender:
+        return True
+    given_local, given_domain = given.split("@", 1)
+    sender_local, sender_domain = sender.split("@", 1)
+    if given_local != sender_local or abs(given_domain.count(".") - sender_domain.count(".")) != 1:
+        return False
+    return given_domain.endswith("." + sender_domain) or sender_domain.endswith("." + given_domain)
+
+
 def _names_sender(person: str, sender_email: str, sender_name: str) -> bool:
     address = _EMAIL.search(_clean_html_junk(person))
     if not address:
         return False
-    if address.group(0)[1:-1].lower() == sender_email.lower():
+    if same_person_address(address.group(0)[1:-1], sender_email):
         return True
     name = " ".join(person[:address.start()].replace('"', " ").split()).lower()
     return bool(name) and name == " ".join(sender_name.replace('"', " ").split()).lower()

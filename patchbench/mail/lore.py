@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Callable
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 from urllib.request import Request, urlopen
@@ -42,12 +41,15 @@ def thread_url(source: str) -> str | None:
     return None
 
 
-def download(url: str, into: BinaryIO) -> None:
-    """Stream the body at `url` into a file; failures become BadInput naming the address."""
+def download(url: str, into: BinaryIO, take_bytes: Callable[[int], None]) -> None:
+    """Stream the body at `url` into a file, passing each chunk's size to `take_bytes` (which raises
+    BadInput past a limit); failures become BadInput naming the address."""
     request = Request(url, headers={"User-Agent": f"patchbench/{__version__}"})
     try:
         with urlopen(request, timeout=60) as response:
-            shutil.copyfileobj(response, into)
+            while chunk := response.read(1 << 20):
+                take_bytes(len(chunk))
+                into.write(chunk)
     except HTTPError as error:
         raise BadInput(f"{url}: the archive answered {error.code} {error.reason}") from None
     except (URLError, OSError) as error:
