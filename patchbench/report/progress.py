@@ -1,0 +1,73 @@
+"""A one-line status for `lint` and `check` on a terminal: what runs now, how far, for how long.
+
+It appears only once the command has run for more than a second, only when stderr is a terminal,
+and never for the machine formats (json, sarif); it is redrawn in place and erased at the end,
+so nothing of it stays in the output. `count` is a counter shared with forked worker processes
+(multiprocessing.Value) that the workers raise as they finish files.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import threading
+import time
+from typing import TextIO
+
+DELAY = 1.0
+MACHINE_FORMATS = ("json", "sarif")
+
+
+class Progress:
+    def __init__(self, command: str, fmt: str, stream: TextIO | None = None):
+        self.stream = stream or sys.stderr
+        self.command = command
+        self.enabled = fmt not in MACHINE_FORMATS and self.stream.isatty()
+        self.count = multiprocessing.get_context("fork").Value("q", 0)
+        self.text, self.total = "", 0
+        self.started = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._shown = False
+
+    def stage(self, text: str, total: int = 0) -> None:
+        """Now doing `text`; with `total`, the shared count goes from 0 towards it."""
+        self.text, self.total = text, total
+        self.count.value = 0
+
+    def tick(self) -> None:
+        """One more item done (safe to call from forked workers)."""
+        with self.count.get_lock():
+            self.count.value += 1
+
+    def _line(self) -> str:
+        done = f" {self.count.value}/{self.total}" if self.total else ""
+        return f"patchbench {self.command}: {self.text}{done} ({time.monotonic() - self.started:.0f} s)"
+
+    def _write(self, text: str) -> None:
+        # straight to the descriptor: a worker forked while this thread held the stream's lock
+        # would otherwise inherit it locked
+        os.write(self.stream.fileno(), text.encode())
+
+    def _run(self) -> None:
+        if self._stop.wait(DELAY):
+            return
+        while True:
+            self._write("\r\x1b[K" + self._line())
+            self._shown = True
+            if self._stop.wait(0.25):
+                return
+
+    def __enter__(self) -> "Progress":
+        if self.enabled:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self.enabled:
+            return
+        self._stop.set()
+        self._thread.join()
+        if self._shown:
+            self._write("\r\x1b[K")
