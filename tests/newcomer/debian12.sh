@@ -7,7 +7,7 @@
 #
 # Prints the time each step took; exits 0 when the example ran and found its planted bug.
 # Takes several minutes (debootstrap downloads ~100 MB), so it is not part of .ci/run; the slow
-# test tests/newcomer/test_debian12.py runs it when PATCHBENCH_NEWCOMER=1.
+# test tests/newcomer/newcomer_debian12.py runs it (by name only).
 set -eu
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 [ "$(id -u)" -eq 0 ] || { echo "debian12.sh: run as root (debootstrap and chroot)" >&2; exit 2; }
@@ -30,7 +30,14 @@ command=$(awk '/^## Set-up/ {on=1; next} on && /^    / {sub(/^    /, ""); print;
 
 step "debootstrap bookworm into $root (log: $log)"
 debootstrap --variant=minbase bookworm "$root" "$mirror" >"$log" 2>&1
+# This host's network, nothing else of it: its resolver and, where pip here must trust a proxy's
+# certificate authority (PIP_CERT), that bundle for the chroot's pip.
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+cert_env=""
+if [ -n "${PIP_CERT:-}" ] && [ -f "$PIP_CERT" ]; then
+  cp "$PIP_CERT" "$root/etc/host-ca-bundle.pem"
+  cert_env="PIP_CERT=/etc/host-ca-bundle.pem"
+fi
 mount -t proc proc "$root/proc"
 mount --bind /dev "$root/dev"
 
@@ -42,7 +49,7 @@ mkdir -p "$root/root/patchbench"
 step "run: $command"
 status=0
 chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
-  PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+  PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin $cert_env \
   sh -c "cd /root/patchbench && $command" >"$root.out" 2>&1 || status=$?
 cat "$root.out"
 step "the command exited $status"
