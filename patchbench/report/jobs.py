@@ -1,4 +1,4 @@
-"""Build and boot job results in the report: text for people, JSON for tools (DESIGN.md `jobs`)."""
+"""Build and boot job results in the report: text for people, JSON for tools (docs/interface.md, `run --format json`)."""
 
 from __future__ import annotations
 
