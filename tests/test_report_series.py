@@ -185,6 +185,7 @@ def test_a_series_that_does_not_apply_names_the_patch_and_hunk(broken, capsys):
     _, text = check(capsys, series, repo, "text")
     assert f"{NAMES[1]}\n  does not apply at {TAP}, @@ -" in text
     assert "patch 3 was not applied or checked" in text
+    assert "Checked 1 of 3 patches, 1 C file, 7 rules in " in text
     assert _width(text) <= 100
 
 

@@ -252,7 +252,10 @@ def _summary(report: Report, width: int) -> list[str]:
     checked = report.checked
     if checked is None:
         return [_plural(len(report.findings), "finding")]
-    parts = ([_plural(checked.patches, "patch", "patches")] if report.header else []) + [
+    patches = _plural(checked.patches, "patch", "patches")
+    if report.header and checked.patches < report.header.total:
+        patches = f"{checked.patches} of {_plural(report.header.total, 'patch', 'patches')}"
+    parts = ([patches] if report.header else []) + [
         _plural(len(checked.files), "C file"), _plural(len(checked.rules), "rule")]
     took = f" in {checked.seconds:.1f} s" if checked.seconds is not None else ""
     new = "new finding" if report.header else "finding"
@@ -300,7 +303,7 @@ def _mail(report: Report) -> str:
     lines: list[str] = []
     if h is not None:
         lines += _wrap(f"patchbench applied {h.name} to {h.tree or 'the tree'} at {h.base[:12]} "
-                       f"({h.base_reason}) and checked each patch.", width)
+                       f"({h.base_reason}) and checked each patch{' that applied' if report.failed else ''}.", width)
     for finding, shown in report.shown():
         lines.append("")
         if h is not None:
