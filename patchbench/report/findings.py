@@ -213,9 +213,10 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _wrap(text: str, width: int, indent: str = "", later: str | None = None) -> list[str]:
+def wrap(text: str, width: int, indent: str = "", later: str | None = None, *, split_words: bool = True) -> list[str]:
+    """`text` in lines of at most `width` columns; `split_words=False` keeps a long word (a path) whole."""
     return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent if later is None else later,
-                         break_on_hyphens=False) or [indent.rstrip()]
+                         break_on_hyphens=False, break_long_words=split_words) or [indent.rstrip()]
 
 
 def _code(text: str, room: int) -> str:
@@ -237,9 +238,9 @@ def _rest(failed: int, total: int) -> str:
 
 def _finding_text(finding: Finding, shown: Context) -> list[str]:
     width = TEXT_WIDTH
-    lines = _wrap(f"{finding.file}:{finding.line}: {finding.severity}: in {finding.function}() "
+    lines = wrap(f"{finding.file}:{finding.line}: {finding.severity}: in {finding.function}() "
                   f"[{finding.rule}]", width, "  ", "      ")
-    lines += _wrap(_one_line(finding.message), width, "      ")
+    lines += wrap(_one_line(finding.message), width, "      ")
     if shown.source is not None:
         lines.append(f"      {finding.line:>6} | " + _code(shown.source, width - 15))
     if shown.related:
@@ -259,10 +260,10 @@ def _summary(report: Report, width: int) -> list[str]:
         _plural(len(checked.files), "C file"), _plural(len(checked.rules), "rule")]
     took = f" in {checked.seconds:.1f} s" if checked.seconds is not None else ""
     new = "new finding" if report.header else "finding"
-    lines = _wrap(f"Checked {', '.join(parts)}{took}: {_plural(len(report.findings), new)}.", width)
+    lines = wrap(f"Checked {', '.join(parts)}{took}: {_plural(len(report.findings), new)}.", width)
     if report.header and checked.files:
-        lines += _wrap("Files: " + ", ".join(checked.files), width, "", "  ")
-    lines += _wrap("Rules: " + ", ".join(checked.rules), width, "", "  ")
+        lines += wrap("Files: " + ", ".join(checked.files), width, "", "  ")
+    lines += wrap("Rules: " + ", ".join(checked.rules), width, "", "  ")
     return lines
 
 
@@ -274,25 +275,25 @@ def _text(report: Report) -> str:
             lines += _finding_text(finding, shown)
         return "\n".join(lines + _summary(report, width))
     h = report.header
-    lines = _wrap(f"Series: {h.name}", width, "", "        ")
-    lines += _wrap(f"Tree:   {h.tree or '(the subject names none)'}", width)
-    lines += _wrap(f"Base:   {h.base[:12]} ({h.base_reason})", width, "", "        ")
+    lines = wrap(f"Series: {h.name}", width, "", "        ")
+    lines += wrap(f"Tree:   {h.tree or '(the subject names none)'}", width)
+    lines += wrap(f"Base:   {h.base[:12]} ({h.base_reason})", width, "", "        ")
     for patch in report.patches:
         own = [(f, c) for f, c in report.shown() if f.patch == patch.index]
-        lines += [""] + _wrap(patch.name, width, "", "    ")
+        lines += [""] + wrap(patch.name, width, "", "    ")
         lines.append(f"  {_plural(len(own), 'new finding') if own else 'no new findings'}")
         for finding, shown in own:
             lines += _finding_text(finding, shown)
     if report.failed:
         failed = report.failed
-        lines += [""] + _wrap(failed.name, width, "", "    ")
+        lines += [""] + wrap(failed.name, width, "", "    ")
         where = ", ".join(part for part in (failed.file, failed.hunk) if part)
-        lines += _wrap(f"does not apply{' at ' + where if where else ''}: {_one_line(failed.reason)}",
+        lines += wrap(f"does not apply{' at ' + where if where else ''}: {_one_line(failed.reason)}",
                        width, "  ", "    ")
         if failed.index < h.total:
             lines.append(f"  {_rest(failed.index, h.total)} not applied or checked")
     if h.ref:
-        lines += [""] + _wrap(f"Applied commits: {h.ref}", width, "", "  ")
+        lines += [""] + wrap(f"Applied commits: {h.ref}", width, "", "  ")
     return "\n".join(lines + [""] + _summary(report, width))
 
 
@@ -302,29 +303,29 @@ def _mail(report: Report) -> str:
     h = report.header
     lines: list[str] = []
     if h is not None:
-        lines += _wrap(f"patchbench applied {h.name} to {h.tree or 'the tree'} at {h.base[:12]} "
+        lines += wrap(f"patchbench applied {h.name} to {h.tree or 'the tree'} at {h.base[:12]} "
                        f"({h.base_reason}) and checked each patch{' that applied' if report.failed else ''}.", width)
     for finding, shown in report.shown():
         lines.append("")
         if h is not None:
             name = next((p.name for p in report.patches if p.index == finding.patch), f"patch {finding.patch}")
-            lines += _wrap(f"In {name}:", width) + [""]
-        lines += _wrap(f"{finding.file}:{finding.line}, in {finding.function}():", width)
+            lines += wrap(f"In {name}:", width) + [""]
+        lines += wrap(f"{finding.file}:{finding.line}, in {finding.function}():", width)
         if shown.source is not None:
             lines += ["", "> " + _code(shown.source, width - 2)]
-        lines += [""] + _wrap(f"{_one_line(finding.message)} [{finding.rule}, {finding.severity}]", width)
+        lines += [""] + wrap(f"{_one_line(finding.message)} [{finding.rule}, {finding.severity}]", width)
         if shown.related:
             lines += ["", f"{shown.related.what.capitalize()} at line {shown.related.line}:", "",
                       "> " + _code(shown.related.text, width - 2)]
     clean = [p.name for p in report.patches if not any(f.patch == p.index for f in report.findings)]
     if clean:
-        lines += [""] + _wrap("No new findings in " + "; ".join(clean) + ".", width)
+        lines += [""] + wrap("No new findings in " + "; ".join(clean) + ".", width)
     if report.failed:
         failed = report.failed
         where = ", ".join(part for part in (failed.file, failed.hunk) if part)
-        lines += [""] + _wrap(f"{failed.name} does not apply{' (' + where + ')' if where else ''}: "
+        lines += [""] + wrap(f"{failed.name} does not apply{' (' + where + ')' if where else ''}: "
                               f"{_one_line(failed.reason)}", width)
         if h is not None and failed.index < h.total:
-            lines += _wrap(f"{_rest(failed.index, h.total).capitalize()} not checked.", width)
+            lines += wrap(f"{_rest(failed.index, h.total).capitalize()} not checked.", width)
     lines += ["", "-- "] + _summary(report, width)
     return "\n".join(lines).lstrip("\n")
