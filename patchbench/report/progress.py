@@ -1,6 +1,7 @@
 """A one-line status for `lint` and `check` on a terminal: what runs now, how far, for how long.
 
-It appears only once the command has run for more than a second, only when stderr is a terminal,
+It appears only once the command has run for more than a second ($PATCHBENCH_PROGRESS_DELAY
+changes that), only when stderr is a terminal,
 and never for the machine formats (json, sarif); it is redrawn in place and erased at the end,
 so nothing of it stays in the output. `count` is a counter shared with forked worker processes
 (multiprocessing.Value) that the workers raise as they finish files.
@@ -15,7 +16,7 @@ import threading
 import time
 from typing import TextIO
 
-DELAY = 1.0
+DELAY_ENV = "PATCHBENCH_PROGRESS_DELAY"   # seconds before the line appears (default 1)
 MACHINE_FORMATS = ("json", "sarif")
 
 
@@ -51,7 +52,11 @@ class Progress:
         os.write(self.stream.fileno(), text.encode())
 
     def _run(self) -> None:
-        if self._stop.wait(DELAY):
+        try:
+            delay = float(os.environ.get(DELAY_ENV, "1"))
+        except ValueError:
+            delay = 1.0
+        if self._stop.wait(delay):
             return
         while True:
             self._write("\r\x1b[K" + self._line())
