@@ -213,10 +213,11 @@ def _timeless(text: str) -> list[str]:
     return [line for line in text.splitlines() if not line.startswith("Checked ")]
 
 
-def _run_with_terminal_stderr(args: list[str], env: dict) -> tuple[int, str, bytes]:
+def _run_with_terminal_stderr(args: list[str], env: dict, python: tuple[str, ...] = ("-m", "patchbench")
+                              ) -> tuple[int, str, bytes]:
     """Run patchbench with stderr on a pseudo-terminal: (exit code, stdout, what the terminal got)."""
     leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "patchbench", *args], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, *python, *args], stdout=subprocess.PIPE,
                             stderr=follower, env=env, cwd=ROOT)
     os.close(follower)
     received = b""
@@ -280,3 +281,24 @@ def test_a_check_shorter_than_the_delay_shows_no_progress(tmp_path):
     _run_with_terminal_stderr(args, env)   # fills the facts cache
     code, out, terminal = _run_with_terminal_stderr(args, env)
     assert code == 1 and "pbdemo_peek_len" in out and b"patchbench check:" not in terminal
+
+
+def test_a_warning_printed_under_the_progress_line_gets_its_own_line():
+    script = """if True:
+        import sys, time
+        from patchbench.report.progress import Progress
+        with Progress("check", "text") as progress:
+            progress.stage("applying")
+            time.sleep(0.5)
+            print("patchbench: warning: base-commit: abc is not in this repository", file=sys.stderr)
+            time.sleep(0.5)
+    """
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATCHBENCH_PROGRESS_DELAY": "0"}
+    _, _, terminal = _run_with_terminal_stderr([], env, ("-c", script))
+    shown = terminal.decode()
+    warning = "patchbench: warning: base-commit: abc is not in this repository"
+    # the status was erased before the warning, which ends its own line, and then came back
+    assert f"\r\x1b[K{warning}\r\n" in shown, shown
+    before, after = shown.split(warning)
+    assert "patchbench check: applying" in before and "patchbench check: applying" in after
+    assert shown.endswith("\r\x1b[K")

@@ -30,7 +30,11 @@ class Progress:
         self.started = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self._shown = False
+        self._shown = False            # drawn at least once: erase at the end
+        self._drawn = False            # the status is on the terminal's current line now
+        self._partial = False          # stderr's last write did not end its line: do not draw
+        self._lock = threading.Lock()  # the drawing thread and stderr writers of this process
+        self._pid = os.getpid()
 
     def stage(self, text: str, total: int = 0) -> None:
         """Now doing `text`; with `total`, the shared count goes from 0 towards it."""
@@ -59,13 +63,16 @@ class Progress:
         if self._stop.wait(delay):
             return
         while True:
-            self._write("\r\x1b[K" + self._line())
-            self._shown = True
+            with self._lock:
+                if self.text and not self._partial:
+                    self._write("\r\x1b[K" + self._line())
+                    self._shown = self._drawn = True
             if self._stop.wait(0.25):
                 return
 
     def __enter__(self) -> "Progress":
         if self.enabled:
+            self._saved_stderr, sys.stderr = sys.stderr, _Clearing(sys.stderr, self)
             self._thread.start()
         return self
 
@@ -74,5 +81,31 @@ class Progress:
             return
         self._stop.set()
         self._thread.join()
+        sys.stderr = self._saved_stderr
         if self._shown:
             self._write("\r\x1b[K")
+
+
+class _Clearing:
+    """sys.stderr while the line is up: a warning printed meanwhile first erases it, so that it
+    gets a line of its own (the next redraw puts the status back under it)."""
+
+    def __init__(self, stream: TextIO, progress: Progress):
+        self._stream, self._progress = stream, progress
+
+    def write(self, text: str) -> int:
+        progress = self._progress
+        if os.getpid() != progress._pid:   # a forked worker: its copy of the lock may be held
+            return self._stream.write(text)
+        with progress._lock:
+            if progress._drawn and text:
+                progress._write("\r\x1b[K")
+                progress._drawn = False
+            written = self._stream.write(text)
+            self._stream.flush()
+            if text:
+                progress._partial = not text.endswith("\n")
+        return written
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
