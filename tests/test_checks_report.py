@@ -197,3 +197,19 @@ def test_every_format_renders_an_empty_run(fmt):
     out = render(Report([]), fmt)
     if fmt in ("json", "sarif"):
         json.loads(out)
+
+
+def test_lint_text_quotes_the_return_and_the_lock_it_still_holds(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATCHBENCH_CACHE", str(tmp_path / "cache"))
+    path = FIXTURES / "lock" / "imbalance_bugs.c"
+    assert main(["lint", str(path)]) == 1
+    text = capsys.readouterr().out
+    lines = path.read_text().splitlines()
+    assert max(len(line) for line in text.splitlines()) <= 100
+    start = text.index(f"{path}:38: error: in bad_goto_past_unlock()")
+    block = text[start:text.index(f"\n  {path}", start)]   # up to the next finding
+    quoted = [line.split(" | ", 1) for line in block.splitlines() if " | " in line]
+    assert [int(n) for n, _ in quoted] == [38, 30]
+    assert [code for _, code in quoted] == [lines[37].expandtabs(8), lines[29].expandtabs(8)]
+    assert "lock taken:" in block and "mutex_lock(&d->cfg_mutex)" in quoted[1][1]
+    assert text.splitlines()[-2].startswith("Checked 1 C file, 7 rules in ")

@@ -120,13 +120,13 @@ def series_report(series: Series, applied: ApplyResult, checked: SeriesCheck,
 
 
 def lint_report(findings: list[Finding], files: list[str], seconds: float | None = None) -> Report:
-    contexts = []
-    for finding in findings:
+    sources: dict[str, bytes | None] = {}
+    for path in dict.fromkeys(f.file for f in findings):
         try:
-            source = Path(finding.file).read_bytes()
+            sources[path] = Path(path).read_bytes()
         except OSError:
-            source = None
-        contexts.append(context(finding, source))
+            sources[path] = None   # gone since it was analysed: shown without its lines
+    contexts = [context(f, sources[f.file]) for f in findings]
     return Report(findings, contexts, checked=Checked(0, files, _rule_ids(), seconds))
 
 
