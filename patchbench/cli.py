@@ -1,7 +1,7 @@
 """Command line: one subcommand module each under patchbench/commands, one error contract for all.
 
 Every command module exposes `add_parser(subparsers)` (which sets `func`) and returns an exit code:
-0 nothing new found, 1 findings or a patch did not apply, 2 bad input (see DESIGN.md).
+0 nothing new found, 1 findings or a patch did not apply, 2 bad input (see docs/interface.md).
 """
 
 from __future__ import annotations

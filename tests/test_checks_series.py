@@ -79,7 +79,7 @@ def test_bug_repaired_by_a_later_patch_still_counts_against_its_patch(check_kern
     main(["check", str(series), "--tree", str(kernel_clone[0]), "--format", "terse"])
     terse = capsys.readouterr().out.splitlines()
     assert len(terse) == 1 and terse[0].startswith(f"{TAP}:")
-    assert terse[0].endswith("ptr-ring-consume-unlocked: __ptr_ring_consume(q->ring) without "
+    assert terse[0].endswith("ptr-ring-consume-unlocked: patch 2/3: __ptr_ring_consume(q->ring) without "
                              "q->ring's consumer_lock held here or in every caller")
 
 

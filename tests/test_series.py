@@ -313,7 +313,7 @@ SERIES_JSON_SCHEMA = {   # the `series --json` shape promised in DESIGN.md
 
 @pytest.mark.parametrize("args", [[str(NETDEV)], [str(NETDEV), "--version", "1"]])
 def test_cli_json_matches_the_design_contract(args):
-    jsonschema = pytest.importorskip("jsonschema")
+    import jsonschema   # a test dependency (pyproject [test]): never skipped
     document = json.loads(_cli(*args, "--json").stdout)
     jsonschema.validate(document, SERIES_JSON_SCHEMA)
 

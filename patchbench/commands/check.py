@@ -6,28 +6,49 @@ untouched); the analysis reads the blobs of each patch's parent and commit (patc
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+
 from patchbench.checks.patches import SeriesCheck, check_applied
 from patchbench.commands.apply import add_apply_arguments, apply_from_args
-from patchbench.report.findings import FORMATS, render_check
+from patchbench.report.findings import FORMATS, Report, render, series_report
+from patchbench.report.progress import Progress
+from patchbench.series import Series
 from patchbench.tree import ApplyResult
+
+
+@dataclass
+class CheckRun:
+    """Everything `check` (and `run`) learnt about the series."""
+    series: Series
+    applied: ApplyResult
+    checked: SeriesCheck
+    report: Report
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("check", help="apply a series and report the findings new in each patch")
     add_apply_arguments(parser)
-    parser.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    parser.add_argument("--format", choices=FORMATS, default="text",
+                        help="output format: text, mail (a reply body to paste), terse, json, sarif (default: text)")
     parser.set_defaults(func=run)
 
 
-def apply_and_check(args) -> tuple[ApplyResult, SeriesCheck]:
+def apply_and_check(args) -> CheckRun:
     """Load the series named by `args`, apply it in isolation and check each patch (shared with `run`)."""
-    _, applied = apply_from_args(args)
-    return applied, check_applied(applied)
+    started = time.monotonic()
+    with Progress("check", args.format) as progress:
+        progress.stage("reading and applying the series")
+        series, applied = apply_from_args(args)
+        files = {path for patch in applied.applied for path in patch.files}
+        progress.stage(f"checking {len(applied.applied)} applied patches ({len(files)} files)")
+        checked = check_applied(applied)
+    return CheckRun(series, applied, checked, series_report(series, applied, checked, time.monotonic() - started))
 
 
 def run(args) -> int:
-    applied, checked = apply_and_check(args)
-    output = render_check(applied, checked, args.format)
+    result = apply_and_check(args)
+    output = render(result.report, args.format)
     if output:
         print(output)
-    return 1 if checked.findings or applied.failed else 0
+    return 1 if result.checked.findings or result.applied.failed else 0

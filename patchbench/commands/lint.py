@@ -8,12 +8,14 @@ so a worker's memory is one file's tree at a time. Findings are cached by git bl
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from patchbench.checks import facts
 from patchbench.checks.finding import Finding
 from patchbench.errors import BadInput
-from patchbench.report.findings import FORMATS, render
+from patchbench.report.findings import FORMATS, lint_report, render
+from patchbench.report.progress import Progress
 
 C_SUFFIXES = (".c", ".h")
 
@@ -21,7 +23,8 @@ C_SUFFIXES = (".c", ".h")
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("lint", help="check whole C files or directories (no series)")
     parser.add_argument("paths", nargs="+", metavar="PATH", help="C files, or directories to search for *.c and *.h")
-    parser.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    parser.add_argument("--format", choices=FORMATS, default="text",
+                        help="output format: text, mail, terse, json, sarif (default: text)")
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: one per core)")
     parser.add_argument("--no-cache", action="store_true", help="analyse every file even if its facts are cached")
     parser.set_defaults(func=run)
@@ -42,23 +45,44 @@ def c_files(paths: list[str]) -> list[str]:
     return found
 
 
+_progress: Progress | None = None   # set while a lint runs; the forked workers inherit it
+
+
 def _lint_file(task: tuple[str, bool]) -> list[Finding]:
     path, use_cache = task
     try:
         source = Path(path).read_bytes()
     except OSError as exc:
         raise BadInput(f"{path}: {exc.strerror}") from None
-    return facts.findings_for(path, source, use_cache)
+    found = facts.findings_for(path, source, use_cache)
+    if _progress is not None:
+        _progress.tick()
+    return found
 
 
 def lint(paths: list[str], jobs: int = 1, use_cache: bool = True) -> list[Finding]:
-    found = facts.parallel(_lint_file, [(path, use_cache) for path in c_files(paths)], jobs)
+    return lint_files(c_files(paths), jobs, use_cache)
+
+
+def lint_files(files: list[str], jobs: int = 1, use_cache: bool = True,
+               progress: Progress | None = None) -> list[Finding]:
+    global _progress
+    if progress is not None:
+        progress.stage("checking files", len(files))
+    _progress = progress
+    try:
+        found = facts.parallel(_lint_file, [(path, use_cache) for path in files], jobs)
+    finally:
+        _progress = None
     return sorted((f for result in found for f in result), key=lambda f: (f.file, f.line, f.rule))
 
 
 def run(args) -> int:
-    findings = lint(args.paths, max(1, args.jobs), not args.no_cache)
-    output = render(findings, args.format)
+    started = time.monotonic()
+    files = c_files(args.paths)
+    with Progress("lint", args.format) as progress:
+        findings = lint_files(files, max(1, args.jobs), not args.no_cache, progress)
+    output = render(lint_report(findings, files, time.monotonic() - started), args.format)
     if output:
         print(output)
     return 1 if findings else 0

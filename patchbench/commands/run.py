@@ -14,7 +14,7 @@ from patchbench.commands.build import add_dispatch_arguments, add_kselftest_argu
 from patchbench.errors import BadInput
 from patchbench.report import jobs as jobs_report
 from patchbench.commands.check import apply_and_check
-from patchbench.report.findings import FORMATS, render_check
+from patchbench.report.findings import FORMATS, render
 
 
 def add_parser(subparsers) -> None:
@@ -32,12 +32,13 @@ def run(args) -> int:
         raise BadInput("--kselftest runs in the boot guest: add --boot")
     if args.build or args.boot:
         check_dispatch_arguments(args)
-    applied, checked = apply_and_check(args)
+    checked = apply_and_check(args)
+    applied = checked.applied
     results = []
     if (args.build or args.boot) and applied.applied:
         results = dispatch(applied, args, objects=args.build, kernel=args.boot, boot=args.boot,
                            kselftests=tuple(args.kselftest))
-    report = render_check(applied, checked, args.format)
+    report = render(checked.report, args.format)
     if args.format == "json":
         report = json.dumps({**json.loads(report), "jobs": jobs_report.to_json(results)}, indent=2)
     elif args.format == "sarif":
@@ -49,4 +50,4 @@ def run(args) -> int:
     elif results:
         report += "\n" + jobs_report.to_text(results)
     print(report)
-    return 1 if checked.findings or applied.failed or jobs_report.exit_code(results) else 0
+    return 1 if checked.checked.findings or applied.failed or jobs_report.exit_code(results) else 0

@@ -1,91 +1,331 @@
-"""Checker findings for people (text), for editors and CI logs (terse), for tools (json, sarif).
+"""Checker findings for people (text, mail), for editors and CI logs (terse), for tools (json, sarif).
 
-`render(findings, fmt, patches=...)`: with `patches` (a series check) text groups the findings
-by patch and json has the DESIGN.md `check` shape; without, the `lint` shape.
-`render_check(applied, checked, fmt)` is that report straight from the tree and checks stages.
+A `Report` is what one `check` or `lint` run found: the findings with the source lines they quote
+(patchbench.report.quote), for a series the header (series, tree, base and why) and each patch
+as it was posted (`[PATCH net-next v2 2/3] subject`), the patch that did not apply, and what was
+checked. `render(report, fmt)` prints it; `series_report` and `lint_report` build it from the
+stages' results. Text is at most 100 columns, mail (a reply body to paste) at most 72.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+import re
+import textwrap
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
+from patchbench.checks import engine
 from patchbench.checks.finding import Finding
-from patchbench.checks.patches import SeriesCheck
+from patchbench.checks.patches import BlobReader, SeriesCheck, git_dir_of
 from patchbench.report import sarif
+from patchbench.report.quote import Context, context
+from patchbench.series import Patch, Series
 from patchbench.tree import ApplyResult
 
-FORMATS = ("text", "terse", "json", "sarif")
+FORMATS = ("text", "mail", "terse", "json", "sarif")
+TEXT_WIDTH, MAIL_WIDTH = 100, 72
 
 
 @dataclass
 class PatchLine:
-    """What the report says about one patch of a series."""
+    """One patch of a series as the report names it."""
     index: int
     commit: str
-    subject: str = ""
+    name: str                                        # "[PATCH net-next v2 2/3] subject", as posted
+    files: list[str] = field(default_factory=list)   # the C files analysed
 
 
-def terse(finding: Finding) -> str:
-    return f"{finding.file}:{finding.line}: {finding.severity}: {finding.rule}: {finding.message}"
+@dataclass
+class SeriesHeader:
+    name: str              # the cover letter's subject line, else the first patch's
+    total: int
+    tree: str | None       # as the subject prefix names it
+    base: str
+    base_reason: str       # why this base (the tree stage says)
+    ref: str | None = None
 
 
-def finding_json(finding: Finding, with_patch: bool) -> dict:
-    data = asdict(finding)
-    if not with_patch:
-        data.pop("patch")
-    return data
+@dataclass
+class FailedPatch:
+    index: int
+    name: str
+    file: str | None
+    hunk: str | None       # "@@ -2180,7 +2180,9 @@"
+    reason: str
+
+    @property
+    def line(self) -> int | None:
+        """Where in `file` the hunk that failed starts (its preimage line)."""
+        match = re.match(r"@@ -(\d+)", self.hunk or "")
+        return int(match[1]) if match else None
 
 
-def _failure_line(failed: dict) -> str:
-    where = ", ".join(str(failed[k]) for k in ("file", "hunk") if failed.get(k))
-    return f"patch {failed['index']} does not apply{': ' + where if where else ''}: {failed['reason']}"
+@dataclass
+class Checked:
+    """What the run looked at, for the closing summary."""
+    patches: int
+    files: list[str]
+    rules: list[str]
+    seconds: float | None = None    # shown to people only: machine formats stay the same run to run
 
 
-def _text(findings: list[Finding], patches: list[PatchLine] | None, failed: dict | None) -> str:
-    lines = []
-    if patches is None:
-        for finding in findings:
-            lines.append(f"{finding.file}:{finding.line}: in {finding.function}(): "
-                         f"{finding.severity}: {finding.message} [{finding.rule}]")
-        lines.append(f"{len(findings)} finding{'s' * (len(findings) != 1)}")
-        return "\n".join(lines)
-    for patch in patches:
-        own = [f for f in findings if f.patch == patch.index]
-        title = f"patch {patch.index} {patch.commit[:12]}" + (f" {patch.subject}" if patch.subject else "")
-        lines.append(f"{title}: {len(own) or 'no'} new finding{'s' * (len(own) != 1)}")
-        for finding in own:
-            lines.append(f"    {finding.file}:{finding.line}: in {finding.function}(): "
-                         f"{finding.severity}: {finding.message} [{finding.rule}]")
+@dataclass
+class Report:
+    findings: list[Finding]
+    contexts: list[Context] = field(default_factory=list)   # one per finding, or none at all
+    header: SeriesHeader | None = None                        # None: lint (no series)
+    patches: list[PatchLine] = field(default_factory=list)
+    failed: FailedPatch | None = None
+    checked: Checked | None = None
+
+    def shown(self) -> list[tuple[Finding, Context]]:
+        return list(zip(self.findings, self.contexts or [Context()] * len(self.findings)))
+
+
+def patch_name(series: Series, patch: Patch) -> str:
+    """How the patch was posted: `[PATCH net-next v2 2/3] subject` (its own version)."""
+    version = f" v{patch.version}" if patch.version > 1 else ""
+    counter = f" {patch.index}/{series.total}" if series.total > 1 else ""
+    return f"[{series.subject_prefix}{version}{counter}] {patch.subject}"
+
+
+def series_name(series: Series) -> str:
+    if series.cover is None:
+        return patch_name(series, series.patches[0]) if series.patches else series.title
+    version = f" v{series.version}" if series.version > 1 else ""
+    return f"[{series.subject_prefix}{version} 0/{series.total}] {series.cover.subject}"
+
+
+def series_report(series: Series, applied: ApplyResult, checked: SeriesCheck,
+                  seconds: float | None = None) -> Report:
+    """The report of `patchbench check`: each applied patch with its new findings, or where it stopped."""
+    names = {p.index: patch_name(series, p) for p in series.patches}
+    patches = [PatchLine(p.index, p.commit, names.get(p.index, f"patch {p.index}"), p.files)
+               for p in checked.patches]
+    failed = None
+    if applied.failed is not None:
+        f = applied.failed
+        failed = FailedPatch(f.index, names.get(f.index, f"patch {f.index}"), f.file, f.hunk, f.reason)
+    commits = {p.index: p.commit for p in checked.patches}
+    contexts = []
+    if checked.findings:
+        with BlobReader(git_dir_of(applied.repo)) as blobs:
+            contexts = [context(f, blobs.read(commits[f.patch], f.file)) for f in checked.findings]
+    header = SeriesHeader(series_name(series), series.total, series.tree, applied.base,
+                          applied.base_reason, applied.ref)
+    files = sorted({path for p in checked.patches for path in p.files})
+    return Report(checked.findings, contexts, header, patches, failed,
+                  Checked(len(checked.patches), files, _rule_ids(), seconds))
+
+
+def lint_report(findings: list[Finding], files: list[str], seconds: float | None = None) -> Report:
+    sources: dict[str, bytes | None] = {}
+    for path in dict.fromkeys(f.file for f in findings):
+        try:
+            sources[path] = Path(path).read_bytes()
+        except OSError:
+            sources[path] = None   # gone since it was analysed: shown without its lines
+    contexts = [context(f, sources[f.file]) for f in findings]
+    return Report(findings, contexts, checked=Checked(0, files, _rule_ids(), seconds))
+
+
+def _rule_ids() -> list[str]:
+    return [rule.ID for rule in engine.rules()]
+
+
+def render(report: Report, fmt: str) -> str:
+    if fmt == "terse":
+        return _terse(report)
+    if fmt == "json":
+        return json.dumps(_json(report), indent=2)
+    if fmt == "sarif":
+        return json.dumps(sarif.to_sarif(report.findings, report.contexts, _sarif_failure(report)), indent=2)
+    if fmt == "mail":
+        return _mail(report)
+    return _text(report)
+
+
+# --- terse: one `file:line: severity: rule: message` line each (checkpatch-like) ----------------
+
+def terse(finding: Finding, total: int | None = None) -> str:
+    patch = f"patch {finding.patch}/{total}: " if finding.patch is not None and total else ""
+    return f"{finding.file}:{finding.line}: {finding.severity}: {finding.rule}: {patch}{finding.message}"
+
+
+def _terse(report: Report) -> str:
+    total = report.header.total if report.header else None
+    lines = [terse(f, total) for f in report.findings]
+    failed = report.failed
     if failed:
-        lines.append(_failure_line(failed))
+        where = f"{failed.file}:{failed.line}" if failed.file and failed.line else failed.file or "-"
+        hunk = f" at hunk {failed.hunk}" if failed.hunk else ""
+        lines.append(f"{where}: error: apply: patch {failed.index}/{total} does not apply{hunk}: "
+                     f"{failed.name}: {_one_line(failed.reason)}")
     return "\n".join(lines)
 
 
-def render(findings: list[Finding], fmt: str, *, patches: list[PatchLine] | None = None,
-           base: str | None = None, failed: dict | None = None) -> str:
-    """`failed` is {"index", "file", "hunk", "reason"} of a patch that did not apply."""
-    if fmt == "terse":
-        lines = [terse(f) for f in findings]
-        if failed:
-            lines.append(f"{failed.get('file') or '-'}:0: error: apply: {_failure_line(failed)}")
-        return "\n".join(lines)
-    if fmt == "json":
-        data: dict = {"findings": [finding_json(f, patches is not None) for f in findings]}
-        if patches is not None:
-            data = {"base": base, **data,
-                    "patches": [{"index": p.index, "commit": p.commit,
-                                 "new_findings": sum(f.patch == p.index for f in findings)}
-                                for p in patches],
-                    "failed": failed}
-        return json.dumps(data, indent=2)
-    if fmt == "sarif":
-        return json.dumps(sarif.to_sarif(findings), indent=2)
-    return _text(findings, patches, failed)
+# --- json and sarif -----------------------------------------------------------------------------
+
+def finding_json(finding: Finding, shown: Context, with_patch: bool) -> dict:
+    data = asdict(finding)
+    if not with_patch:
+        data.pop("patch")
+    data["source"] = shown.source
+    data["related"] = asdict(shown.related) if shown.related else None
+    return data
 
 
-def render_check(applied: ApplyResult, checked: SeriesCheck, fmt: str) -> str:
-    """The report of `patchbench check`: each applied patch with its new findings, or where it stopped."""
-    subjects = {p.index: p.subject for p in applied.applied}
-    patches = [PatchLine(p.index, p.commit, subjects.get(p.index, "")) for p in checked.patches]
-    return render(checked.findings, fmt, patches=patches, base=applied.base, failed=applied.to_json()["failed"])
+def _json(report: Report) -> dict:
+    series = report.header is not None
+    data: dict = {"findings": [finding_json(f, c, series) for f, c in report.shown()]}
+    checked = report.checked
+    if checked:
+        data["checked"] = {"patches": checked.patches, "files": checked.files, "rules": checked.rules}
+    if not series:
+        return data
+    h = report.header
+    failed = report.failed
+    return {
+        "base": h.base, **data,
+        "series": {"name": h.name, "total": h.total, "tree": h.tree, "base": h.base,
+                   "base_reason": h.base_reason, "ref": h.ref},
+        "patches": [{"index": p.index, "commit": p.commit, "name": p.name, "files": p.files,
+                     "new_findings": sum(f.patch == p.index for f in report.findings)}
+                    for p in report.patches],
+        "failed": {"index": failed.index, "name": failed.name, "file": failed.file, "hunk": failed.hunk,
+                   "line": failed.line, "reason": failed.reason} if failed else None,
+    }
+
+
+def _sarif_failure(report: Report) -> sarif.Failure | None:
+    failed = report.failed
+    if failed is None:
+        return None
+    return sarif.Failure(failed.index, f"{failed.name} does not apply"
+                         + (f" (hunk {failed.hunk})" if failed.hunk else "") + f": {_one_line(failed.reason)}",
+                         failed.file, failed.line)
+
+
+# --- text (100 columns) and mail (72 columns, quoted code) --------------------------------------
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def wrap(text: str, width: int, indent: str = "", later: str | None = None, *, split_words: bool = True) -> list[str]:
+    """`text` in lines of at most `width` columns; `split_words=False` keeps a long word (a path) whole."""
+    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent if later is None else later,
+                         break_on_hyphens=False, break_long_words=split_words) or [indent.rstrip()]
+
+
+def _code(text: str, room: int) -> str:
+    """A source line shown in `room` columns: tabs expanded, its indentation dropped if it must."""
+    line = text.expandtabs(8).rstrip()
+    if len(line) > room:
+        line = line.strip()
+    return line if len(line) <= room else line[:room - 4] + " ..."
+
+
+def _plural(n: int, word: str, words: str | None = None) -> str:
+    return f"{n} {word if n == 1 else words or word + 's'}"
+
+
+def _rest(failed: int, total: int) -> str:
+    """The patches after the one that failed."""
+    return f"patch {total} was" if failed + 1 == total else f"patches {failed + 1} to {total} were"
+
+
+def _finding_text(finding: Finding, shown: Context) -> list[str]:
+    width = TEXT_WIDTH
+    lines = wrap(f"{finding.file}:{finding.line}: {finding.severity}: in {finding.function}() "
+                  f"[{finding.rule}]", width, "  ", "      ")
+    lines += wrap(_one_line(finding.message), width, "      ")
+    if shown.source is not None:
+        lines.append(f"      {finding.line:>6} | " + _code(shown.source, width - 15))
+    if shown.related:
+        lines.append(f"      {shown.related.what}:")
+        lines.append(f"      {shown.related.line:>6} | " + _code(shown.related.text, width - 15))
+    return lines
+
+
+def _summary(report: Report, width: int) -> list[str]:
+    checked = report.checked
+    if checked is None:
+        return [_plural(len(report.findings), "finding")]
+    patches = _plural(checked.patches, "patch", "patches")
+    if report.header and checked.patches < report.header.total:
+        patches = f"{checked.patches} of {_plural(report.header.total, 'patch', 'patches')}"
+    parts = ([patches] if report.header else []) + [
+        _plural(len(checked.files), "C file"), _plural(len(checked.rules), "rule")]
+    took = f" in {checked.seconds:.1f} s" if checked.seconds is not None else ""
+    new = "new finding" if report.header else "finding"
+    lines = wrap(f"Checked {', '.join(parts)}{took}: {_plural(len(report.findings), new)}.", width)
+    if report.header and checked.files:
+        lines += wrap("Files: " + ", ".join(checked.files), width, "", "  ")
+    lines += wrap("Rules: " + ", ".join(checked.rules), width, "", "  ")
+    return lines
+
+
+def _text(report: Report) -> str:
+    width = TEXT_WIDTH
+    if report.header is None:
+        lines = []
+        for finding, shown in report.shown():
+            lines += _finding_text(finding, shown)
+        return "\n".join(lines + _summary(report, width))
+    h = report.header
+    lines = wrap(f"Series: {h.name}", width, "", "        ")
+    lines += wrap(f"Tree:   {h.tree or '(the subject names none)'}", width)
+    lines += wrap(f"Base:   {h.base[:12]} ({h.base_reason})", width, "", "        ")
+    for patch in report.patches:
+        own = [(f, c) for f, c in report.shown() if f.patch == patch.index]
+        lines += [""] + wrap(patch.name, width, "", "    ")
+        lines.append(f"  {_plural(len(own), 'new finding') if own else 'no new findings'}")
+        for finding, shown in own:
+            lines += _finding_text(finding, shown)
+    if report.failed:
+        failed = report.failed
+        lines += [""] + wrap(failed.name, width, "", "    ")
+        where = ", ".join(part for part in (failed.file, failed.hunk) if part)
+        lines += wrap(f"does not apply{' at ' + where if where else ''}: {_one_line(failed.reason)}",
+                       width, "  ", "    ")
+        if failed.index < h.total:
+            lines.append(f"  {_rest(failed.index, h.total)} not applied or checked")
+    if h.ref:
+        lines += [""] + wrap(f"Applied commits: {h.ref}", width, "", "  ")
+    return "\n".join(lines + [""] + _summary(report, width))
+
+
+def _mail(report: Report) -> str:
+    """A plain-text reply body: prose at 72 columns, source lines quoted with `> `."""
+    width = MAIL_WIDTH
+    h = report.header
+    lines: list[str] = []
+    if h is not None:
+        lines += wrap(f"patchbench applied {h.name} to {h.tree or 'the tree'} at {h.base[:12]} "
+                       f"({h.base_reason}) and checked each patch{' that applied' if report.failed else ''}.", width)
+    for finding, shown in report.shown():
+        lines.append("")
+        if h is not None:
+            name = next((p.name for p in report.patches if p.index == finding.patch), f"patch {finding.patch}")
+            lines += wrap(f"In {name}:", width) + [""]
+        lines += wrap(f"{finding.file}:{finding.line}, in {finding.function}():", width)
+        if shown.source is not None:
+            lines += ["", "> " + _code(shown.source, width - 2)]
+        lines += [""] + wrap(f"{_one_line(finding.message)} [{finding.rule}, {finding.severity}]", width)
+        if shown.related:
+            lines += ["", f"{shown.related.what.capitalize()} at line {shown.related.line}:", "",
+                      "> " + _code(shown.related.text, width - 2)]
+    clean = [p.name for p in report.patches if not any(f.patch == p.index for f in report.findings)]
+    if clean:
+        lines += [""] + wrap("No new findings in " + "; ".join(clean) + ".", width)
+    if report.failed:
+        failed = report.failed
+        where = ", ".join(part for part in (failed.file, failed.hunk) if part)
+        lines += [""] + wrap(f"{failed.name} does not apply{' (' + where + ')' if where else ''}: "
+                              f"{_one_line(failed.reason)}", width)
+        if h is not None and failed.index < h.total:
+            lines += wrap(f"{_rest(failed.index, h.total).capitalize()} not checked.", width)
+    lines += ["", "-- "] + _summary(report, width)
+    return "\n".join(lines).lstrip("\n")

@@ -1,8 +1,9 @@
-"""Build and boot job results in the report: text for people, JSON for tools (DESIGN.md `jobs`)."""
+"""Build and boot job results in the report: text for people, JSON for tools (docs/interface.md, `run --format json`)."""
 
 from __future__ import annotations
 
 from patchbench.dispatch.jobs import JobResult
+from patchbench.report.findings import TEXT_WIDTH, wrap
 
 
 def to_json(results: list[JobResult]) -> list[dict]:
@@ -34,7 +35,11 @@ def to_text(results: list[JobResult]) -> str:
             lines.append(f"    fingerprint {r.fingerprint}{seen}")
         if r.status in ("fail", "error") and r.log:
             lines.append(f"    {'console' if r.kind == 'boot' else 'log'}: {r.log}")
-    return "\n".join(lines)
+    wrapped = []
+    for line in lines:   # at most TEXT_WIDTH columns, as the findings above them; paths stay whole
+        indent = line[:len(line) - len(line.lstrip())]
+        wrapped += wrap(line.strip(), TEXT_WIDTH, indent, indent + "    ", split_words=False)
+    return "\n".join(wrapped)
 
 
 def exit_code(results: list[JobResult]) -> int:
