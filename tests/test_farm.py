@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,12 +20,13 @@ import pytest
 
 from patchbench.cli import main
 from patchbench.dispatch.build import Context
-from patchbench.dispatch.farm import FarmRunner, make_app
+from patchbench.dispatch.farm import FarmRunner
 from patchbench.dispatch.progress import PlainProgress
 from patchbench.dispatch.runner import check_jobs, execute
 from patchbench.dispatch.store import ResultStore
 from patchbench.tree import AppliedPatch, ApplyResult
 from tests.conftest import require_tool
+from tests.support.farm import Workers, free_port, redis_server
 from tests.support.git_series import git
 from tests.support.ring_series import TUN_HELPER_UNLOCKED_PATH, commit_series, make_series, tun_patch
 
@@ -39,63 +38,11 @@ TOUCHED = ["drivers/net/tap.c", "drivers/net/veth.c", "drivers/net/virtio_net.c"
            "drivers/net/ethernet/intel/e1000/e1000_main.c"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def broker(tmp_path):
-    server = require_tool("redis-server")
-    port = _free_port()
-    proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", str(tmp_path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    deadline = time.monotonic() + 10
-    while subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True).stdout.strip() != b"PONG":
-        assert time.monotonic() < deadline, "redis-server did not start"
-        time.sleep(0.1)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
-
-
-class Workers:
-    """`patchbench worker` processes, each in its own session (a SIGKILL takes the whole worker)."""
-
-    def __init__(self, url: str, root: Path):
-        self.url, self.root, self.procs = url, root, {}
-
-    def start(self, name: str, cache: Path | None = None) -> None:
-        env = {**os.environ, "PYTHONPATH": str(ROOT),
-               "PATCHBENCH_CACHE": str(cache or self.root / name)}
-        log = open(self.root / f"{name}.log", "w")
-        self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "patchbench", "worker", "--broker", self.url, "--name", name,
-             "--visibility-timeout", "6"], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        client = make_app(self.url).connection_for_write().default_channel.client
-        deadline = time.monotonic() + 60
-        while not client.exists(f"patchbench:alive:{name}"):
-            assert self.procs[name].poll() is None, (self.root / f"{name}.log").read_text()
-            assert time.monotonic() < deadline, f"worker {name} did not come up"
-            time.sleep(0.2)
-
-    def kill(self, name: str) -> None:
-        os.killpg(self.procs[name].pid, signal.SIGKILL)
-        self.procs[name].wait()
-
-    def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    require_tool("redis-server")
+    with redis_server(tmp_path) as url:
+        yield url
 
 
 @pytest.fixture
@@ -198,6 +145,37 @@ def test_unreachable_broker_is_one_line_of_bad_input(kernel_clone, tmp_path, cap
     repo, base = kernel_clone
     series = make_series(repo, base, [tun_patch(TUN_HELPER_UNLOCKED_PATH)], tmp_path / "series")
     code = main(["check", str(series), "--tree", str(repo), "--runner", "celery",
-                 "--broker", f"redis://127.0.0.1:{_free_port()}/0"])
+                 "--broker", f"redis://127.0.0.1:{free_port()}/0"])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("patchbench: error: cannot reach the broker") and err.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_build_on_the_farm_matches_the_local_build_and_stays_on_the_warm_worker(kernel_tree, broker, workers,
+                                                                                 tmp_path):
+    from tests.support import kernel
+    from tests.support.planted import plant
+
+    for tool in ("make", "gcc", "ccache", "bwrap", "flex", "bison", "bc"):
+        require_tool(tool)
+    base = kernel.base_commit(kernel_tree)
+    head, commits = plant(kernel_tree, "warning-series", base)
+
+    def build(*extra: str) -> dict:
+        proc = subprocess.run([sys.executable, "-m", "patchbench", "build", f"{base}..{head}", "--tree",
+                               str(kernel_tree), "--format", "json", "--results", str(tmp_path / "r.sqlite"),
+                               *extra], cwd=ROOT, capture_output=True, text=True, timeout=3600)
+        assert proc.returncode == 1, proc.stderr   # the planted warnings
+        return json.loads(proc.stdout)
+
+    local = build()
+    workers.visibility_timeout = 3600   # builds take minutes: no redelivery while one runs
+    # The worker shares this machine's build cache: the base/config is warm there.
+    workers.start("w1@test", cache=Path(os.environ.get("PATCHBENCH_CACHE", Path.home() / ".cache" / "patchbench")))
+    workers.start("w2@test")
+    farm = build("--runner", "celery", "--broker", broker)
+
+    def same(job: dict) -> dict:
+        return {k: v for k, v in job.items() if k not in ("seconds", "log", "worker")}
+    assert [same(j) for j in farm["jobs"]] == [same(j) for j in local["jobs"]]
+    assert {j["worker"] for j in farm["jobs"]} == {"w1@test"}   # every build went where the base is warm

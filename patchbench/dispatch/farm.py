@@ -19,9 +19,9 @@ schedules. What the farm adds to the local runner:
 
 from __future__ import annotations
 
-import os
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -161,7 +161,7 @@ class FarmRunner:
 
     def __post_init__(self):
         self.app = make_app(self.broker)
-        self.run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-farm-{os.getpid()}"
+        self.run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
 
     def run(self, jobs: list[Job], ctx: Context) -> list[JobResult]:
         units = self._units(jobs)
