@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -45,6 +46,24 @@ def add_dispatch_arguments(parser: argparse.ArgumentParser, formats: tuple[str, 
                         help="SQLite file the job results are added to (default: CACHE/results.sqlite)")
     parser.add_argument("--logs", type=Path, default=None, metavar="DIR", help="where job logs go")
     parser.add_argument("--format", choices=formats, default="text", help="output format (default: text)")
+    add_runner_arguments(parser)
+
+
+def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runner", choices=("local", "celery"), default=os.environ.get("PATCHBENCH_RUNNER", "local"),
+                        help="where jobs run: this machine, or a Celery farm (default: $PATCHBENCH_RUNNER or local)")
+    parser.add_argument("--broker", default=os.environ.get("PATCHBENCH_BROKER"), metavar="URL",
+                        help="the farm's Redis for --runner celery (default: $PATCHBENCH_BROKER)")
+
+
+def make_runner(args, store: ResultStore | None):
+    if args.runner == "local":
+        return LocalRunner(store)
+    if not args.broker:
+        raise BadInput("--runner celery needs --broker redis://HOST:PORT/DB (or PATCHBENCH_BROKER)")
+    from patchbench.dispatch.farm import FarmRunner   # Celery is imported only when a farm is used
+
+    return FarmRunner(args.broker, store)
 
 
 def add_kselftest_argument(parser: argparse.ArgumentParser) -> None:
@@ -84,7 +103,7 @@ def dispatch(applied: ApplyResult, args, *, objects: bool, kernel: bool, boot: b
     store = ResultStore(args.results or cache / "results.sqlite")
     try:
         ctx = default_context(args.logs, cache, progress.for_stream(sys.stderr))
-        return LocalRunner(store).run(jobs, ctx)
+        return make_runner(args, store).run(jobs, ctx)
     finally:
         store.close()
 

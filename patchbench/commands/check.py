@@ -6,11 +6,16 @@ untouched); the analysis reads the blobs of each patch's parent and commit (patc
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 
 from patchbench.checks.patches import SeriesCheck, check_applied
 from patchbench.commands.apply import add_apply_arguments, apply_from_args
+from patchbench.commands.build import add_runner_arguments, make_runner
+from patchbench.dispatch import workspace
+from patchbench.dispatch.progress import PlainProgress
+from patchbench.dispatch.runner import check_jobs, default_context, series_check
 from patchbench.report.findings import FORMATS, Report, render, series_report
 from patchbench.report.progress import Progress
 from patchbench.series import Series
@@ -31,18 +36,25 @@ def add_parser(subparsers) -> None:
     add_apply_arguments(parser)
     parser.add_argument("--format", choices=FORMATS, default="text",
                         help="output format: text, mail (a reply body to paste), terse, json, sarif (default: text)")
+    add_runner_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def apply_and_check(args) -> CheckRun:
-    """Load the series named by `args`, apply it in isolation and check each patch (shared with `run`)."""
+    """Load the series named by `args`, apply it in isolation and check each patch (shared with `run`).
+
+    With `--runner celery` each patch's check is a job on the farm."""
     started = time.monotonic()
     with Progress("check", args.format) as progress:
         progress.stage("reading and applying the series")
         series, applied = apply_from_args(args)
         files = {path for patch in applied.applied for path in patch.files}
         progress.stage(f"checking {len(applied.applied)} applied patches ({len(files)} files)")
-        checked = check_applied(applied)
+        if getattr(args, "runner", "local") == "local":   # callers other than check/run have no farm
+            checked = check_applied(applied)
+        else:
+            ctx = default_context(None, workspace.cache_root(), PlainProgress(sys.stderr))
+            checked = series_check(applied, make_runner(args, None).run(check_jobs(applied), ctx))
     return CheckRun(series, applied, checked, series_report(series, applied, checked, time.monotonic() - started))
 
 

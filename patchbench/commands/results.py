@@ -39,7 +39,9 @@ def run(args) -> int:
         what = "kernel" if d.get("scope") == "kernel" else d["kind"]
         patch = f"patch {d['patch']}" if d.get("patch") is not None else "head"
         extra = d.get("fingerprint") or d.get("reason") or ""
-        print(f"{when} {r.run} {what:6} {patch:8} {d['commit'][:12]} {d['status']:5} {d['seconds']:7.1f} s  {extra}")
+        where = f" [{d['worker']}]" if d.get("worker") else ""
+        print(f"{when} {r.run} {what:6} {patch:8} {d['commit'][:12]} {d['status']:5} {d['seconds']:7.1f} s"
+              f"{where}  {extra}")
     return 0
 
 

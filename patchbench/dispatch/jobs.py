@@ -58,7 +58,23 @@ class BootJob:
     kind: str = "boot"
 
 
-Job = ObjectsJob | KernelJob | BootJob
+@dataclass(frozen=True)
+class CheckJob:
+    """Run the static checks on one applied patch: its C files in its parent and in its commit."""
+    repo: Path
+    patch: int
+    parent: str
+    commit: str
+    files: tuple[str, ...]
+    timeout: float = 600.0
+    kind: str = "check"
+
+
+Job = ObjectsJob | KernelJob | BootJob | CheckJob
+
+
+def repo_of(job: Job) -> Path:
+    return job.repo if isinstance(job, CheckJob) else job.target.repo
 
 
 @dataclass
@@ -80,15 +96,21 @@ class JobResult:
     accel: str | None = None
     image: str | None = None       # the bzImage a full build produced
     kselftests: list[KselftestResult] = field(default_factory=list)  # per test, as the guest's TAP said
+    worker: str | None = None      # the farm worker that ran it (None: this machine)
+    findings: list = field(default_factory=list)      # check jobs: the patch's new checker Findings
 
     def to_json(self) -> dict:
         data = {"kind": self.kind, "patch": self.patch, "commit": self.commit, "status": self.status,
                 "seconds": round(self.seconds, 1), "reason": self.reason or None}
-        if self.kind == "build":
+        if self.kind == "check":
+            data.update(files=self.objects, findings=[dict(vars(f)) for f in self.findings])
+        elif self.kind == "build":
             data.update(scope=self.scope, new_warnings=[d.to_json() for d in self.new_warnings],
                         fixed_warnings=[d.to_json() for d in self.fixed_warnings],
                         objects=self.objects, image=self.image, log=self.log)
         else:
             data.update(fingerprint=self.fingerprint, splats=self.splats, seen_before=self.seen_before,
                         console=self.log, accel=self.accel, kselftests=[k.to_json() for k in self.kselftests])
+        if self.worker:
+            data["worker"] = self.worker
         return data

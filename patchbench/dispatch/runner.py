@@ -5,14 +5,18 @@ from __future__ import annotations
 import time
 import uuid
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from patchbench.dispatch.boot import run_boot
 from patchbench.dispatch.build import Context, JobFailed, run_kernel, run_objects
-from patchbench.dispatch.jobs import BootJob, Job, JobResult, KernelJob, ObjectsJob, Target
+from patchbench.dispatch.jobs import BootJob, CheckJob, Job, JobResult, KernelJob, ObjectsJob, Target, repo_of
 from patchbench.dispatch.kselftest import Selection
 from patchbench.dispatch.store import ResultStore
-from patchbench.tree import ApplyResult
+from patchbench.dispatch.wire import job_id
+from patchbench.tree import AppliedPatch, ApplyResult
+
+if TYPE_CHECKING:
+    from patchbench.checks.patches import SeriesCheck
 
 
 def plan(applied: ApplyResult, target: Target, *, objects: bool = True, kernel: bool = False,
@@ -31,6 +35,22 @@ def plan(applied: ApplyResult, target: Target, *, objects: bool = True, kernel: 
         jobs.append(BootJob(target, applied.head, head_patch, timeout=boot_timeout, kselftests=kselftests,
                             build_timeout=build_timeout))
     return jobs
+
+
+def check_jobs(applied: ApplyResult) -> list[CheckJob]:
+    """A static-check job per applied patch (the farm's way to check a series)."""
+    return [CheckJob(applied.repo.resolve(), p.index, p.parent, p.commit, tuple(p.files)) for p in applied.applied]
+
+
+def series_check(applied: ApplyResult, results: list[JobResult]) -> SeriesCheck:
+    """The series' check assembled from its check jobs' results, as check_applied would give it."""
+    from patchbench.checks.patches import PatchCheck, SeriesCheck
+
+    patches = [PatchCheck(r.patch, r.commit, r.objects, r.findings) for r in results]
+    for patch in patches:
+        for finding in patch.new:
+            finding.patch = patch.index
+    return SeriesCheck(applied.base, patches)
 
 
 class Runner(Protocol):
@@ -57,27 +77,44 @@ class LocalRunner:
         return results
 
     def _one(self, job: Job, ctx: Context) -> JobResult:
-        start = time.monotonic()
-        try:
-            if isinstance(job, ObjectsJob):
-                result = run_objects(job, ctx)
-            elif isinstance(job, KernelJob):
-                result = run_kernel(job, ctx)
-            else:
-                result = run_boot(job, ctx)
-        except JobFailed as failed:
-            result = JobResult(job.kind, job.patch, job.commit, failed.status, time.monotonic() - start,
-                               reason=failed.reason, scope=_scope(job),
-                               log=str(failed.log) if failed.log else None)
-        except OSError as exc:  # the machine could not run the job (disk, missing tool, permissions)
-            result = JobResult(job.kind, job.patch, job.commit, "error", time.monotonic() - start,
-                               reason=str(exc), scope=_scope(job))
+        result = execute(job, ctx)
         if self.store is not None:
             if result.fingerprint:
                 result.seen_before = sorted({r.data["commit"] for r in
                                              self.store.seen_before(result.fingerprint, self.run_id)})
-            self.store.add(self.run_id, job.target.repo, result)
+            self.store.add(self.run_id, repo_of(job), result, job_id=job_id(job))
         return result
+
+
+def execute(job: Job, ctx: Context) -> JobResult:
+    """Run one job on this machine: what the local runner and a farm worker both do."""
+    start = time.monotonic()
+    try:
+        if isinstance(job, ObjectsJob):
+            return run_objects(job, ctx)
+        if isinstance(job, KernelJob):
+            return run_kernel(job, ctx)
+        if isinstance(job, CheckJob):
+            return run_check(job)
+        return run_boot(job, ctx)
+    except JobFailed as failed:
+        return JobResult(job.kind, job.patch, job.commit, failed.status, time.monotonic() - start,
+                         reason=failed.reason, scope=_scope(job), log=str(failed.log) if failed.log else None)
+    except OSError as exc:  # the machine could not run the job (disk, missing tool, permissions)
+        return JobResult(job.kind, job.patch, job.commit, "error", time.monotonic() - start,
+                         reason=str(exc), scope=_scope(job))
+
+
+def run_check(job: CheckJob) -> JobResult:
+    """The static checks of one patch, as a job (the farm runs these too)."""
+    from patchbench.checks.patches import check_applied   # the checker's imports cost; builds need none
+
+    start = time.monotonic()
+    applied = ApplyResult(job.repo, job.parent, "", [AppliedPatch(job.patch, job.commit, job.parent,
+                                                                  list(job.files))], None, job.commit)
+    (checked,) = check_applied(applied, jobs=1).patches
+    return JobResult("check", job.patch, job.commit, "fail" if checked.new else "pass",
+                     time.monotonic() - start, objects=checked.files, findings=checked.new)
 
 
 def _scope(job: Job) -> str:

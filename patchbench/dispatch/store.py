@@ -27,6 +27,13 @@ CREATE TABLE IF NOT EXISTS results (
 );
 CREATE INDEX IF NOT EXISTS results_fingerprint ON results(fingerprint);
 """
+# Added later; applied in order to a database that lacks them. A job's id (wire.job_id) makes a result
+# that arrives twice (a farm job re-run after its worker died) one row.
+MIGRATIONS = (
+    ("job_id", "ALTER TABLE results ADD COLUMN job_id TEXT;"
+               "CREATE UNIQUE INDEX IF NOT EXISTS results_job ON results(run, job_id);"),
+    ("worker", "ALTER TABLE results ADD COLUMN worker TEXT;"),
+)
 
 
 @dataclass
@@ -53,16 +60,22 @@ class ResultStore:
                                       timeout=30)
             if not read_only:
                 self.db.executescript(SCHEMA)
+                columns = {row[1] for row in self.db.execute("PRAGMA table_info(results)")}
+                for column, script in MIGRATIONS:
+                    if column not in columns:
+                        self.db.executescript(script)
         except sqlite3.Error as exc:
             raise BadInput(f"{path}: cannot open the results database: {exc}") from None
 
-    def add(self, run: str, repo: Path, result: JobResult) -> None:
+    def add(self, run: str, repo: Path, result: JobResult, job_id: str | None = None) -> bool:
+        """Store a result; False when this run already has the job's result (it is kept as it was)."""
         with self.db:
-            self.db.execute(
-                "INSERT INTO results (run, finished, repo, kind, patch, commit_sha, status, fingerprint,"
-                " seconds, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            cursor = self.db.execute(
+                "INSERT OR IGNORE INTO results (run, finished, repo, kind, patch, commit_sha, status, fingerprint,"
+                " seconds, data, job_id, worker) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (run, time.time(), str(repo), result.kind, result.patch, result.commit, result.status,
-                 result.fingerprint, result.seconds, json.dumps(result.to_json())))
+                 result.fingerprint, result.seconds, json.dumps(result.to_json()), job_id, result.worker))
+        return cursor.rowcount == 1
 
     def seen_before(self, fingerprint: str, run: str) -> list[StoredResult]:
         """Earlier runs' results with the same crash fingerprint: the same crash recognised again."""

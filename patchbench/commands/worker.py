@@ -1,0 +1,43 @@
+"""`patchbench worker --broker redis://…`: run patchbench jobs from a Celery farm on this machine.
+
+Celery's own worker runs underneath, one job at a time (builds use every core with make -j);
+options after `--` go to it unchanged (e.g. `-- --loglevel info`). The worker keeps its own warm
+build directories and ccache under its cache (`PATCHBENCH_CACHE`, default ~/.cache/patchbench).
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+
+from patchbench.dispatch import farm, workspace
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("worker", help="run build, boot and check jobs from a Celery farm")
+    parser.add_argument("--broker", required=True, metavar="URL", help="the farm's Redis, redis://host:port/db")
+    parser.add_argument("--name", default=f"patchbench@{socket.gethostname()}",
+                        help="this worker's name, unique in the farm (default: patchbench@HOST)")
+    parser.add_argument("--queues", metavar="Q,Q", default=None,
+                        help="queues to take jobs from (default: check, build, its own, and boot "
+                             "when QEMU is installed: boot.kvm after a KVM probe succeeded, else boot.tcg)")
+    parser.add_argument("--visibility-timeout", type=float, default=4200.0, metavar="S",
+                        help="seconds before an unacknowledged job of a dead worker runs elsewhere "
+                             "(must exceed the longest job; default: 4200)")
+    parser.add_argument("celery_args", nargs="*", metavar="-- CELERY-OPTION",
+                        help="passed to Celery's worker")
+    parser.set_defaults(func=run)
+
+
+def default_queues(name: str) -> list[str]:
+    queues = [farm.CHECK_QUEUE, farm.BUILD_QUEUE, farm.worker_queue(name)]
+    if shutil.which("qemu-system-x86_64"):
+        queues.append(farm.BOOT_QUEUES[farm.known_accel(workspace.cache_root())])
+    return queues
+
+
+def run(args) -> int:
+    app = farm.make_app(args.broker, visibility_timeout=args.visibility_timeout)
+    queues = args.queues.split(",") if args.queues else default_queues(args.name)
+    farm.serve(app, args.name, queues, list(args.celery_args))
+    return 0

@@ -1,0 +1,262 @@
+"""Run jobs on a Celery farm (Redis broker and result backend) instead of this machine.
+
+A maintainer adds machines by starting `patchbench worker --broker redis://…` on them; nothing here
+schedules. What the farm adds to the local runner:
+
+- At least once: tasks are acknowledged late and rejected when their worker dies, and Redis makes an
+  unacknowledged task visible again after `visibility_timeout`, so a job whose worker was killed
+  runs again elsewhere. A result is keyed by the job's id (a digest of its JSON), so a job that ran
+  twice is stored once.
+- Time limits: each task's hard limit is its jobs' own timeouts plus a margin; a stuck job is killed
+  by Celery and reported as an error.
+- Routing: static checks go to the `patchbench.check` queue, builds to `patchbench.build`, boots to
+  `patchbench.boot.kvm` or `.tcg` (workers subscribe by what they can do). Affinity: a worker that
+  has built a base/config keeps its build directory warm and says so in Redis (a set per build key,
+  and a liveness key it refreshes); later builds of that key go to such a live worker's own queue.
+  A job left in the queue of a worker that stopped refreshing is sent again to the shared queue.
+- A kernel build and the boot of that kernel are one task: the image stays on the worker that built it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+from celery import Celery
+from celery.exceptions import SoftTimeLimitExceeded
+
+from patchbench.dispatch import wire, workspace
+from patchbench.dispatch.build import Context, key_of
+from patchbench.dispatch.jobs import BootJob, CheckJob, Job, JobResult, KernelJob, ObjectsJob, repo_of
+from patchbench.dispatch.progress import PlainProgress
+from patchbench.dispatch.runner import execute
+from patchbench.dispatch.store import ResultStore
+from patchbench.errors import BadInput
+
+CHECK_QUEUE = "patchbench.check"
+BUILD_QUEUE = "patchbench.build"
+BOOT_QUEUES = {"kvm": "patchbench.boot.kvm", "tcg": "patchbench.boot.tcg"}
+ALIVE_SECONDS = 30                 # a worker refreshes its liveness key every third of this
+TIME_MARGIN = 120.0                # on top of a task's own job timeouts, before Celery kills it
+POLL_SECONDS = 0.2
+
+
+def worker_queue(name: str) -> str:
+    return f"patchbench.worker.{name}"
+
+
+def _alive_key(name: str) -> str:
+    return f"patchbench:alive:{name}"
+
+
+def _warm_key(build_key: str) -> str:
+    return f"patchbench:warm:{build_key}"
+
+
+def make_app(broker: str, *, visibility_timeout: float = 4200.0) -> Celery:
+    """The Celery application both sides use; `broker` is a redis:// URL (it is the result backend too).
+
+    `visibility_timeout` must exceed the longest task (a full kernel build): a task unacknowledged
+    for longer is given to another worker."""
+    if not broker.startswith(("redis://", "rediss://", "unix://")):
+        raise BadInput(f"--broker {broker!r}: expected a redis:// URL")
+    app = Celery("patchbench", broker=broker, backend=broker, set_as_current=False)
+    app.conf.update(
+        task_serializer="json", result_serializer="json", accept_content=["json"],
+        task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1,
+        task_track_started=True, result_extended=True, result_expires=7 * 24 * 3600,
+        broker_connection_retry_on_startup=True, worker_hijack_root_logger=False,
+        task_default_queue=BUILD_QUEUE,
+        broker_transport_options={"visibility_timeout": visibility_timeout,
+                                  # look for abandoned tasks often enough to catch them soon after
+                                  "unacked_restore_interval": max(1.0, min(10.0, visibility_timeout / 4)),
+                                  "unacked_restore_throttle": 1},
+    )
+    app.task(name="patchbench.run_jobs", bind=True)(_run_jobs_task)
+    return app
+
+
+def _run_jobs_task(task, jobs: list[dict]) -> list[dict]:
+    """Worker side: run a unit of jobs in order on this machine; results as JSON."""
+    cache = workspace.cache_root()
+    ctx = Context(cache=cache, logs=cache / "logs" / "farm", progress=PlainProgress())
+    name = task.request.hostname
+    results = []
+    for data in jobs:
+        job = wire.job_from_dict(data, cache)
+        try:
+            result = execute(job, ctx)
+        except SoftTimeLimitExceeded:
+            result = JobResult(job.kind, job.patch, job.commit, "error", 0.0, reason="the farm's time limit ran out")
+        result.worker = name
+        results.append(wire.result_to_dict(result))
+        if isinstance(job, (ObjectsJob, KernelJob)):
+            _say_warm(task.app, key_of(job.target), name)
+    return results
+
+
+def _say_warm(app: Celery, build_key: str, name: str) -> None:
+    with app.connection_for_write() as conn:
+        conn.default_channel.client.sadd(_warm_key(build_key), name)
+
+
+def known_accel(cache: Path) -> str:
+    """"kvm" when this machine's remembered probe boot said KVM works (see qemu.choose_accel), else "tcg"."""
+    for probe in cache.glob("kvm-probe-*"):
+        if probe.read_text().startswith("kvm\n"):
+            return "kvm"
+    return "tcg"
+
+
+def serve(app: Celery, name: str, queues: list[str], celery_args: list[str]) -> None:
+    """Run Celery's worker under `name` on `queues`; announce what this machine has warm and can do."""
+    from celery import signals
+
+    def announce(**_):
+        with app.connection_for_write() as conn:
+            client = conn.default_channel.client
+            builds = workspace.cache_root() / "builds"
+            for key in sorted(p.name for p in builds.iterdir()) if builds.is_dir() else []:
+                client.sadd(_warm_key(key), name)
+            if BOOT_QUEUES["kvm"] in queues:
+                client.sadd("patchbench:can:kvm", name)
+        threading.Thread(target=_heartbeat, args=(app, name), name="patchbench-heartbeat", daemon=True).start()
+
+    signals.worker_ready.connect(announce, weak=False)
+    app.worker_main(["worker", "--hostname", name, "--queues", ",".join(queues), "--concurrency", "1",
+                     "--pool", "prefork", "--without-gossip", "--without-mingle", "--loglevel", "warning",
+                     *celery_args])
+
+
+def _heartbeat(app: Celery, name: str) -> None:
+    """Refresh this worker's liveness key until the process ends."""
+    with app.connection_for_write() as conn:
+        client = conn.default_channel.client
+        while True:
+            client.set(_alive_key(name), str(time.time()), ex=ALIVE_SECONDS)
+            time.sleep(ALIVE_SECONDS / 3)
+
+
+@dataclass
+class _Unit:
+    jobs: list[Job]
+    queue: str
+    worker: str | None = None      # the warm worker whose own queue it was sent to
+    task_id: str = ""
+    sent: float = 0.0
+    results: list[JobResult] | None = None
+
+
+@dataclass
+class FarmRunner:
+    """Sends every job to the farm and collects results as they come; the same report as LocalRunner."""
+    broker: str
+    store: ResultStore | None = None
+    timeout: float | None = None   # overall, None: the jobs' own timeouts plus margins
+    app: Celery = field(init=False)
+
+    def __post_init__(self):
+        self.app = make_app(self.broker)
+        self.run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+    def run(self, jobs: list[Job], ctx: Context) -> list[JobResult]:
+        units = self._units(jobs)
+        try:
+            self._reachable()
+            for unit in units:
+                self._send(unit)
+            self._collect(units, ctx.progress)
+        finally:
+            ctx.progress.close()
+        results = [r for unit in units for r in unit.results or []]
+        if self.store is not None:
+            for job, result in zip([j for unit in units for j in unit.jobs], results):
+                self.store.add(self.run_id, repo_of(job), result, job_id=wire.job_id(job))
+        return results
+
+    def _units(self, jobs: list[Job]) -> list[_Unit]:
+        units, pending_kernel = [], None
+        for job in jobs:
+            if isinstance(job, CheckJob):
+                units.append(_Unit([job], CHECK_QUEUE))
+            elif isinstance(job, KernelJob):
+                pending_kernel = _Unit([job], BUILD_QUEUE)
+                units.append(pending_kernel)
+            elif isinstance(job, BootJob):
+                if pending_kernel is not None and pending_kernel.jobs[0].commit == job.commit:
+                    pending_kernel.jobs.append(job)
+                    pending_kernel.queue = self._boot_queue()
+                else:
+                    units.append(_Unit([job], self._boot_queue()))
+            else:
+                units.append(_Unit([job], BUILD_QUEUE))
+        return units
+
+    def _client(self):
+        return self.app.connection_for_write().default_channel.client
+
+    def _reachable(self) -> None:
+        # Asked directly: Celery's own connection retries for seconds before it gives up.
+        try:
+            redis.Redis.from_url(self.broker, socket_connect_timeout=5, socket_timeout=5).ping()
+        except (redis.RedisError, OSError) as exc:
+            raise BadInput(f"cannot reach the broker {self.broker}: {exc}") from None
+
+    def _live(self, names) -> list[str]:
+        client = self._client()
+        return sorted(name.decode() if isinstance(name, bytes) else name
+                      for name in names if client.exists(_alive_key(name.decode() if isinstance(name, bytes) else name)))
+
+    def _boot_queue(self) -> str:
+        client = self._client()
+        kvm = self._live(client.smembers("patchbench:can:kvm"))
+        return BOOT_QUEUES["kvm" if kvm else "tcg"]
+
+    def _send(self, unit: _Unit, shared_only: bool = False) -> None:
+        first = unit.jobs[0]
+        if not shared_only and isinstance(first, (ObjectsJob, KernelJob)) and unit.queue == BUILD_QUEUE:
+            warm = self._live(self._client().smembers(_warm_key(key_of(first.target))))
+            if warm:
+                # Spread a series over the warm workers, in a fixed order: patch i to warm[i % n].
+                unit.worker = warm[(first.patch or 0) % len(warm)]
+        queue = worker_queue(unit.worker) if unit.worker and not shared_only else unit.queue
+        limit = sum(getattr(job, "timeout", 600.0) + getattr(job, "build_timeout", 0.0) for job in unit.jobs)
+        payload = [wire.job_to_dict(job) for job in unit.jobs]
+        task_id = unit.task_id or f"pb-{'-'.join(wire.job_id(job) for job in unit.jobs)[:60]}-{self.run_id}"
+        self.app.send_task("patchbench.run_jobs", args=[payload], queue=queue, task_id=task_id,
+                           time_limit=limit + TIME_MARGIN, soft_time_limit=limit + TIME_MARGIN / 2)
+        unit.task_id, unit.sent = task_id, time.monotonic()
+
+    def _collect(self, units: list[_Unit], progress: PlainProgress) -> None:
+        waiting = {unit.task_id: unit for unit in units}
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        while waiting:
+            for task_id, unit in list(waiting.items()):
+                async_result = self.app.AsyncResult(task_id)
+                state = async_result.state
+                if state == "SUCCESS":
+                    unit.results = [wire.result_from_dict(d) for d in async_result.get()]
+                elif state in ("FAILURE", "REVOKED"):
+                    unit.results = [JobResult(job.kind, job.patch, job.commit, "error", 0.0,
+                                              reason=f"farm task failed: {async_result.result!r}"[:300])
+                                    for job in unit.jobs]
+                elif state == "PENDING" and unit.worker and not self._live([unit.worker]):
+                    # Its warm worker stopped: the job sits in that worker's own queue. Send it again.
+                    unit.worker = None
+                    self._send(unit, shared_only=True)
+                    continue
+                else:
+                    continue
+                del waiting[task_id]
+                for result in unit.results:
+                    where = f" on {result.worker}" if result.worker else ""
+                    progress.start(result.scope or result.kind, result.patch, result.commit)
+                    progress.finish(result.status, (result.reason + where).strip())
+            if waiting:
+                if deadline is not None and time.monotonic() > deadline:
+                    raise BadInput(f"the farm did not finish {len(waiting)} task(s) in {self.timeout:.0f} s")
+                time.sleep(POLL_SECONDS)

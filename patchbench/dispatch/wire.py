@@ -1,0 +1,96 @@
+"""Jobs and results as JSON, for a runner on another machine (the Celery farm).
+
+Only JSON crosses the broker (never pickle: a broker is shared, and unpickling runs code). A config
+fragment travels as its text, not its path: the worker writes it into its own cache, so the build
+key (which hashes the text) is the same on both sides. A job's id is a digest of its JSON: the same
+job submitted twice, or run twice after a worker died, is stored once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+from patchbench.checks.finding import Finding
+from patchbench.dispatch.jobs import BootJob, CheckJob, Job, JobResult, KernelJob, ObjectsJob, Target
+from patchbench.dispatch.kconfig import NETDEV_FRAGMENT, KernelConfig
+from patchbench.dispatch.kselftest import KselftestResult, Selection
+from patchbench.dispatch.warnings import Diagnostic
+
+_JOB_TYPES = {cls.__name__: cls for cls in (ObjectsJob, KernelJob, BootJob, CheckJob)}
+
+
+def _target_to_dict(target: Target) -> dict:
+    return {"repo": str(target.repo), "base": target.base, "sandboxed": target.sandboxed,
+            "make_vars": [list(pair) for pair in target.make_vars],
+            "config": {"name": target.config.name, "in_tree": list(target.config.in_tree),
+                       "fragments": [path.read_text() for path in target.config.fragments]}}
+
+
+def _fragment_file(text: str, cache: Path) -> Path:
+    if text == NETDEV_FRAGMENT.read_text():
+        return NETDEV_FRAGMENT
+    path = cache / "fragments" / f"{hashlib.sha1(text.encode()).hexdigest()[:16]}.config"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        partial.write_text(text)
+        partial.replace(path)
+    return path
+
+
+def _target_from_dict(data: dict, cache: Path) -> Target:
+    config = data["config"]
+    return Target(Path(data["repo"]), data["base"],
+                  KernelConfig(tuple(_fragment_file(text, cache) for text in config["fragments"]),
+                               tuple(config["in_tree"]), config["name"]),
+                  tuple(tuple(pair) for pair in data["make_vars"]), data["sandboxed"])
+
+
+def job_to_dict(job: Job) -> dict:
+    fields = {}
+    for field in dataclasses.fields(job):
+        value = getattr(job, field.name)
+        if isinstance(value, Target):
+            value = _target_to_dict(value)
+        elif field.name == "kselftests":
+            value = [str(selection) for selection in value]
+        elif isinstance(value, Path):
+            value = str(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        fields[field.name] = value
+    return {"type": type(job).__name__, **fields}
+
+
+def job_from_dict(data: dict, cache: Path) -> Job:
+    data = dict(data)
+    cls = _JOB_TYPES[data.pop("type")]
+    if "target" in data:
+        data["target"] = _target_from_dict(data["target"], cache)
+    if "kselftests" in data:
+        data["kselftests"] = tuple(Selection.parse(spec) for spec in data["kselftests"])
+    if "files" in data:
+        data["files"] = tuple(data["files"])
+    if cls is CheckJob:
+        data["repo"] = Path(data["repo"])
+    return cls(**data)
+
+
+def job_id(job: Job) -> str:
+    return hashlib.sha1(json.dumps(job_to_dict(job), sort_keys=True).encode()).hexdigest()[:20]
+
+
+def result_to_dict(result: JobResult) -> dict:
+    return dataclasses.asdict(result)
+
+
+def result_from_dict(data: dict) -> JobResult:
+    data = dict(data)
+    for name in ("new_warnings", "fixed_warnings"):
+        data[name] = [Diagnostic(**d) for d in data[name]]
+    data["kselftests"] = [KselftestResult(**k) for k in data["kselftests"]]
+    data["findings"] = [Finding(**f) for f in data["findings"]]
+    return JobResult(**data)

@@ -1,0 +1,82 @@
+"""A real redis-server and real `patchbench worker` processes on loopback, for tests and benches."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from patchbench.dispatch.farm import make_app
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def redis_server(workdir: Path) -> Iterator[str]:
+    """A private redis-server on a free loopback port, without persistence; yields its URL."""
+    port = free_port()
+    proc = subprocess.Popen([shutil.which("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
+                             "--save", "", "--appendonly", "no", "--dir", str(workdir)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True).stdout.strip() != b"PONG":
+            if time.monotonic() > deadline:
+                raise RuntimeError("redis-server did not start")
+            time.sleep(0.1)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+class Workers:
+    """`patchbench worker` processes, each in its own session (a SIGKILL takes the whole worker)."""
+
+    def __init__(self, url: str, root: Path, visibility_timeout: float = 6.0):
+        # Short, so a killed worker's job comes back soon; longer than any job these workers run.
+        self.url, self.root, self.procs = url, root, {}
+        self.visibility_timeout = visibility_timeout
+
+    def start(self, name: str, cache: Path | None = None) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "PATCHBENCH_CACHE": str(cache or self.root / name)}
+        with open(self.root / f"{name}.log", "w") as log:
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "patchbench", "worker", "--broker", self.url, "--name", name,
+                 "--visibility-timeout", str(self.visibility_timeout)], env=env, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
+        client = make_app(self.url).connection_for_write().default_channel.client
+        deadline = time.monotonic() + 60
+        while not client.exists(f"patchbench:alive:{name}"):
+            if self.procs[name].poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"worker {name} did not come up: {(self.root / f'{name}.log').read_text()}")
+            time.sleep(0.2)
+
+    def kill(self, name: str) -> None:
+        os.killpg(self.procs[name].pid, signal.SIGKILL)
+        self.procs[name].wait()
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        self.procs.clear()

@@ -1,0 +1,181 @@
+"""The Celery farm: a real redis-server and real `patchbench worker` processes on loopback.
+
+Jobs are the static checks of real patches on the 6.1 tree (each analyses a real driver with a cold
+facts cache, so it takes a moment), and a touched-object build. A worker is killed with SIGKILL in
+the middle of a job; every job must still run, each result be stored once and equal the local
+runner's result for the same job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from patchbench.cli import main
+from patchbench.dispatch.build import Context
+from patchbench.dispatch.farm import FarmRunner
+from patchbench.dispatch.progress import PlainProgress
+from patchbench.dispatch.runner import check_jobs, execute
+from patchbench.dispatch.store import ResultStore
+from patchbench.tree import AppliedPatch, ApplyResult
+from tests.conftest import require_tool
+from tests.support.farm import Workers, free_port, redis_server
+from tests.support.git_series import git
+from tests.support.ring_series import TUN_HELPER_UNLOCKED_PATH, commit_series, make_series, tun_patch
+
+pytestmark = pytest.mark.kernel
+ROOT = Path(__file__).resolve().parents[1]
+# One small edit each in drivers big enough that a cold analysis takes a while.
+TOUCHED = ["drivers/net/tap.c", "drivers/net/veth.c", "drivers/net/virtio_net.c", "drivers/net/macvlan.c",
+           "drivers/net/bonding/bond_main.c", "drivers/net/vxlan/vxlan_core.c", "net/core/dev.c",
+           "drivers/net/ethernet/intel/e1000/e1000_main.c"]
+
+
+@pytest.fixture
+def broker(tmp_path):
+    require_tool("redis-server")
+    with redis_server(tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def workers(broker, tmp_path):
+    pool = Workers(broker, tmp_path)
+    yield pool
+    pool.stop()
+
+
+@pytest.fixture(scope="module")
+def series_commits(kernel_tree, tmp_path_factory):
+    """A clone with a series of patches on 6.1: one unlocked-consume bug in tun.c and eight harmless
+    edits in other drivers; its ApplyResult as apply would make it."""
+    repo = tmp_path_factory.mktemp("farm") / "linux"
+    git(repo.parent, "clone", "-q", "--shared", "--no-checkout", str(kernel_tree), str(repo))
+    base = git(repo, "rev-parse", "v6.1-debian")
+    edits = [tun_patch(TUN_HELPER_UNLOCKED_PATH)]
+    for path in TOUCHED:
+        whole = git(repo, "show", f"{base}:{path}") + "\n"
+        edits.append((path, f"{path.split('/')[-1]}: comment", [(whole, whole + "/* farm test */\n")]))
+    tip = commit_series(repo, base, edits)
+    shas = git(repo, "rev-list", "--reverse", f"{base}..{tip}").split()
+    applied = [AppliedPatch(n, sha, parent, [edit[0]], edit[1])
+               for n, (sha, parent, edit) in enumerate(zip(shas, [base, *shas], edits), 1)]
+    return repo, base, ApplyResult(repo, base, "test", applied, None, tip)
+
+
+def _comparable(result) -> tuple:
+    return (result.kind, result.patch, result.commit, result.status, sorted(result.objects),
+            sorted((f.rule, f.file, f.line, f.function, f.message) for f in result.findings))
+
+
+def test_killed_worker_loses_no_job_and_stores_each_result_once(series_commits, workers, broker, tmp_path,
+                                                               monkeypatch):
+    repo, base, applied = series_commits
+    monkeypatch.setenv("PATCHBENCH_CACHE", str(tmp_path / "local"))
+    jobs = check_jobs(applied)
+    local = [execute(job, None) for job in jobs]
+    assert [r.status for r in local] == ["fail"] + ["pass"] * len(TOUCHED)   # the tun bug, found
+
+    workers.start("w1@test")
+    workers.start("w2@test")
+    runner = FarmRunner(broker, timeout=300)
+    ctx = Context(cache=tmp_path / "submitter", logs=tmp_path / "logs", progress=PlainProgress(sys.stderr))
+    out: dict = {}
+
+    def submit_batch():
+        runner.store = ResultStore(tmp_path / "results.sqlite")   # SQLite: used by the thread that opens it
+        out["results"] = runner.run(jobs, ctx)
+        runner.store.close()
+    submit = threading.Thread(target=submit_batch)
+    submit.start()
+    # Kill w1 while it is running a job (a task it has started and not finished).
+    victim = None
+    deadline = time.monotonic() + 120
+    while victim is None:
+        assert time.monotonic() < deadline, "w1 never started a job"
+        for task_id in list(runner.app.backend.client.scan_iter("celery-task-meta-*")):
+            meta = json.loads(runner.app.backend.client.get(task_id))
+            if meta["status"] == "STARTED" and (meta.get("result") or {}).get("hostname") == "w1@test":
+                victim = meta["task_id"]
+        time.sleep(0.05)
+    workers.kill("w1@test")
+    submit.join(timeout=300)
+    assert not submit.is_alive()
+
+    results = out["results"]
+    assert [_comparable(r) for r in results] == [_comparable(r) for r in local]
+    killed = [r for r, job in zip(results, jobs) if victim.startswith(f"pb-{_id(job)}")]
+    assert killed and killed[0].worker == "w2@test"   # the interrupted job ran again, on the survivor
+    store = ResultStore(tmp_path / "results.sqlite")
+    rows = store.db.execute("SELECT job_id, COUNT(*) FROM results GROUP BY job_id").fetchall()
+    assert len(rows) == len(jobs) and all(count == 1 for _, count in rows)
+    # A result that arrives twice is one row.
+    assert store.add(runner.run_id, repo, results[0], job_id=_id(jobs[0])) is False
+    store.close()
+
+
+def _id(job) -> str:
+    from patchbench.dispatch.wire import job_id
+    return job_id(job)
+
+
+def test_check_on_the_farm_prints_the_local_report(kernel_clone, workers, broker, tmp_path, capsys, monkeypatch):
+    repo, base = kernel_clone
+    monkeypatch.setenv("PATCHBENCH_CACHE", str(tmp_path / "local"))
+    series = make_series(repo, base, [tun_patch(TUN_HELPER_UNLOCKED_PATH)], tmp_path / "series")
+    workers.start("w1@test")
+    local_code = main(["check", str(series), "--tree", str(repo), "--format", "json"])
+    local = json.loads(capsys.readouterr().out)
+    farm_code = main(["check", str(series), "--tree", str(repo), "--format", "json",
+                      "--runner", "celery", "--broker", broker])
+    captured = capsys.readouterr()
+    farm = json.loads(captured.out)
+    assert (farm_code, farm) == (local_code, local) and local_code == 1
+    assert "on w1@test" in captured.err   # progress says where each job ran
+
+
+def test_unreachable_broker_is_one_line_of_bad_input(kernel_clone, tmp_path, capsys):
+    repo, base = kernel_clone
+    series = make_series(repo, base, [tun_patch(TUN_HELPER_UNLOCKED_PATH)], tmp_path / "series")
+    code = main(["check", str(series), "--tree", str(repo), "--runner", "celery",
+                 "--broker", f"redis://127.0.0.1:{free_port()}/0"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("patchbench: error: cannot reach the broker") and err.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_build_on_the_farm_matches_the_local_build_and_stays_on_the_warm_worker(kernel_tree, broker, workers,
+                                                                                 tmp_path):
+    from tests.support import kernel
+    from tests.support.planted import plant
+
+    for tool in ("make", "gcc", "ccache", "bwrap", "flex", "bison", "bc"):
+        require_tool(tool)
+    base = kernel.base_commit(kernel_tree)
+    head, commits = plant(kernel_tree, "warning-series", base)
+
+    def build(*extra: str) -> dict:
+        proc = subprocess.run([sys.executable, "-m", "patchbench", "build", f"{base}..{head}", "--tree",
+                               str(kernel_tree), "--format", "json", "--results", str(tmp_path / "r.sqlite"),
+                               *extra], cwd=ROOT, capture_output=True, text=True, timeout=3600)
+        assert proc.returncode == 1, proc.stderr   # the planted warnings
+        return json.loads(proc.stdout)
+
+    local = build()
+    workers.visibility_timeout = 3600   # builds take minutes: no redelivery while one runs
+    # The worker shares this machine's build cache: the base/config is warm there.
+    workers.start("w1@test", cache=Path(os.environ.get("PATCHBENCH_CACHE", Path.home() / ".cache" / "patchbench")))
+    workers.start("w2@test")
+    farm = build("--runner", "celery", "--broker", broker)
+
+    def same(job: dict) -> dict:
+        return {k: v for k, v in job.items() if k not in ("seconds", "log", "worker")}
+    assert [same(j) for j in farm["jobs"]] == [same(j) for j in local["jobs"]]
+    assert {j["worker"] for j in farm["jobs"]} == {"w1@test"}   # every build went where the base is warm
