@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from email.utils import getaddresses
 
 from patchbench.errors import BadInput
 from patchbench.mail import read_mails, read_mails_at
@@ -31,6 +32,10 @@ class Patch:
     trailers: list[str] = field(default_factory=list)   # own + collected from replies, de-duplicated
     files: list[FileChange] = field(default_factory=list)
     version: int = 1               # the version this patch was posted as (older in a partial reroll)
+    sender: str = ""               # "Name <mail>" of the mail's From: (author is the in-body From: if any)
+    recipients: list[str] = field(default_factory=list)   # addresses in the mail's To: and Cc:
+    notes: str = ""                # below the `---`: changelog, diffstat
+    subject_prefix: str = ""       # e.g. "PATCH net-next" (no version, no counters)
 
 
 @dataclass
@@ -39,6 +44,7 @@ class Cover:
     message_id: str
     body: str
     trailers: list[str] = field(default_factory=list)   # given in replies to the cover letter
+    recipients: list[str] = field(default_factory=list)   # addresses in the mail's To: and Cc:
 
 
 @dataclass
@@ -221,7 +227,8 @@ def _build(posting: Posting, topic: list[Posting], mailbox: _Mailbox) -> Series:
         total=posting.total,
         tree=head.subject.tree,
         subject_prefix=head.subject.prefix or "PATCH",
-        cover=Cover(cover_item.title, cover_item.mail.message_id, mailbox.text(cover_item).message, cover_trailers)
+        cover=Cover(cover_item.title, cover_item.mail.message_id, mailbox.text(cover_item).message, cover_trailers,
+                    _addresses(cover_item.mail.recipients))
         if cover_item else None,
         patches=patches,
         missing=[i for i in range(1, posting.total + 1) if i not in patch_items],
@@ -257,7 +264,15 @@ def _patch(index: int, item: Item, cover_trailers: list[str], mailbox: _Mailbox)
         trailers=_unique(own + _collected(item, mailbox) + cover_trailers),
         files=files_touched(text.diff),
         version=item.group.version if item.group else item.subject.version,
+        sender=mail.sender,
+        recipients=_addresses(mail.recipients),
+        notes=text.notes,
+        subject_prefix=item.subject.prefix,
     )
+
+
+def _addresses(header: str) -> list[str]:
+    return [address for _, address in getaddresses([header]) if "@" in address]
 
 
 def _unique(trailers: list[str]) -> list[str]:
