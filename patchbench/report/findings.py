@@ -37,6 +37,14 @@ def finding_json(finding: Finding, with_patch: bool) -> dict:
     return data
 
 
+def _line(finding: Finding) -> str:
+    """`file:line: in function(): severity: message [rule]`; a finding about a commit message (the
+    netdev checks') has no file, one about a whole file no line, and neither has a function."""
+    where = f"{finding.file}:{finding.line}: " if finding.line else f"{finding.file}: " if finding.file else ""
+    function = f"in {finding.function}(): " if finding.function else ""
+    return f"{where}{function}{finding.severity}: {finding.message} [{finding.rule}]"
+
+
 def _failure_line(failed: dict) -> str:
     where = ", ".join(str(failed[k]) for k in ("file", "hunk") if failed.get(k))
     return f"patch {failed['index']} does not apply{': ' + where if where else ''}: {failed['reason']}"
@@ -46,8 +54,7 @@ def _text(findings: list[Finding], patches: list[PatchLine] | None, failed: dict
     lines = []
     if patches is None:
         for finding in findings:
-            lines.append(f"{finding.file}:{finding.line}: in {finding.function}(): "
-                         f"{finding.severity}: {finding.message} [{finding.rule}]")
+            lines.append(_line(finding))
         lines.append(f"{len(findings)} finding{'s' * (len(findings) != 1)}")
         return "\n".join(lines)
     for patch in patches:
@@ -55,8 +62,7 @@ def _text(findings: list[Finding], patches: list[PatchLine] | None, failed: dict
         title = f"patch {patch.index} {patch.commit[:12]}" + (f" {patch.subject}" if patch.subject else "")
         lines.append(f"{title}: {len(own) or 'no'} new finding{'s' * (len(own) != 1)}")
         for finding in own:
-            lines.append(f"    {finding.file}:{finding.line}: in {finding.function}(): "
-                         f"{finding.severity}: {finding.message} [{finding.rule}]")
+            lines.append("    " + _line(finding))
     if failed:
         lines.append(_failure_line(failed))
     return "\n".join(lines)

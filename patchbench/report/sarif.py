@@ -23,17 +23,24 @@ def _descriptor(rule) -> dict:
             "defaultConfiguration": {"level": _LEVELS.get(rule.SEVERITY, "warning")}}
 
 
+def _locations(finding: Finding) -> list[dict]:
+    """Where the finding is; none for one about a commit message (the netdev checks' signoff, ...)."""
+    location: dict = {}
+    if finding.file:
+        location["physicalLocation"] = {"artifactLocation": {"uri": finding.file},
+                                        "region": {"startLine": max(1, finding.line)}}
+    if finding.function:
+        location["logicalLocations"] = [{"name": finding.function, "kind": "function"}]
+    return [location] if location else []
+
+
 def _result(finding: Finding, rule_index: dict[str, int]) -> dict:
     identity = "\0".join(finding.identity())
     result = {
         "ruleId": finding.rule,
         "level": _LEVELS.get(finding.severity, "warning"),
         "message": {"text": finding.message},
-        "locations": [{
-            "physicalLocation": {"artifactLocation": {"uri": finding.file},
-                                 "region": {"startLine": max(1, finding.line)}},
-            "logicalLocations": [{"name": finding.function, "kind": "function"}],
-        }],
+        "locations": _locations(finding),
         "partialFingerprints": {"patchbenchIdentity/v1": hashlib.sha1(identity.encode()).hexdigest()},
     }
     if finding.rule in rule_index:
