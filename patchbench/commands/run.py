@@ -13,13 +13,14 @@ from patchbench.commands.build import add_dispatch_arguments, add_kselftest_argu
     dispatch
 from patchbench.errors import BadInput
 from patchbench.report import jobs as jobs_report
-from patchbench.commands.check import apply_and_check
-from patchbench.report.findings import FORMATS, render_check
+from patchbench.commands.check import add_check_arguments, apply_and_check, render
+from patchbench.report.findings import FORMATS
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("run", help="apply, check, build and boot a series; one report")
     add_apply_arguments(parser)
+    add_check_arguments(parser)
     parser.add_argument("--build", action="store_true", help="compile each patch's touched objects (W=1)")
     parser.add_argument("--boot", action="store_true", help="build the head's kernel and boot it in QEMU")
     add_dispatch_arguments(parser, formats=FORMATS)
@@ -30,12 +31,12 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     if args.kselftest and not args.boot:
         raise BadInput("--kselftest runs in the boot guest: add --boot")
-    applied, checked = apply_and_check(args)
+    applied, checked, runs = apply_and_check(args)
     results = []
     if (args.build or args.boot) and applied.applied:
         results = dispatch(applied, args, objects=args.build, kernel=args.boot, boot=args.boot,
                            kselftests=tuple(args.kselftest))
-    report = render_check(applied, checked, args.format)
+    report = render(applied, checked, runs, args.format)
     if args.format == "json":
         report = json.dumps({**json.loads(report), "jobs": jobs_report.to_json(results)}, indent=2)
     elif args.format == "sarif":
