@@ -271,5 +271,5 @@ def test_each_check_runs_on_the_72_tree(kernel_tree_new, tmp_path, capsys):
     rules = {(f["rule"], f["message"].split(":")[0]) for f in report["findings"]}
     assert ("checkpatch", "OPEN_BRACE") in rules and ("source-hygiene", "inline-in-c") in rules
     assert any(f["rule"] == "kdoc" and "'tun'" in f["message"] for f in report["findings"])
-    assert ("maintainers", "no maintainer and no list of NETWORKING DRIVERS is in To/Cc") in \
-        {(f["rule"], f["message"]) for f in report["findings"]} and code == 1
+    assert any(f["rule"] == "maintainers" and f["message"].startswith("no maintainer and no list of")
+               and "NETWORKING DRIVERS" in f["message"] for f in report["findings"]) and code == 1
