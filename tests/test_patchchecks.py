@@ -273,3 +273,26 @@ def test_each_check_runs_on_the_72_tree(kernel_tree_new, tmp_path, capsys):
     assert any(f["rule"] == "kdoc" and "'tun'" in f["message"] for f in report["findings"])
     assert any(f["rule"] == "maintainers" and f["message"].startswith("no maintainer and no list of")
                and "NETWORKING DRIVERS" in f["message"] for f in report["findings"]) and code == 1
+
+
+def test_a_directory_pattern_without_slash_still_names_its_section(kernel_clone, kernel_tree, targets, tmp_path,
+                                                                   capsys):
+    """MAINTAINERS says `F: drivers/net/ethernet/google` (no slash): get_maintainer.pl, by hand in a
+    checkout, names GOOGLE ETHERNET DRIVERS for a file below it; so must the check, without a checkout."""
+    gve = "drivers/net/ethernet/google/gve/gve_main.c"
+    change = Change(gve, "gve: say where the driver is documented", f"Readers look for it.\n\nSigned-off-by: {ADA}",
+                    [("/* Google virtual Ethernet (gve) driver\n",
+                      "/* Google virtual Ethernet (gve) driver (see its gve.rst)\n")])
+    series = mail_series(kernel_clone[0], targets.base, [change], tmp_path / "series", prefix="PATCH net-next")
+    code, report = run_check(capsys, series, kernel_clone[0], "--checks", "maintainers")
+    ours = {m.split(" is not in")[0] for _, m in findings_of(report, "maintainers") if m.endswith("is not in To/Cc")}
+    mail = sorted(series.glob("0001-*.patch"))[0]
+    by_hand = {f"{who} ({role}:{section})" for who, _, role, section in by_hand_maintainers(kernel_tree, mail)
+               if section and ("list" in role or role in ("maintainer", "supporter"))}
+    assert ours == by_hand and any("GOOGLE ETHERNET DRIVERS" in who for who in ours) and code == 1
+
+
+def test_directory_patterns_slash_only_plain_directories():
+    text = "X\nF:\tdrivers/net/foo\nF:\tdrivers/net/foo.c\nF:\tdrivers/net/bar/\nF:\tdrivers/net/a.b\nK:\tfoo\n"
+    rewritten = maintainers.directory_patterns(text, {"drivers/net/foo", "drivers/net/a.b"})
+    assert rewritten == "X\nF:\tdrivers/net/foo/\nF:\tdrivers/net/foo.c\nF:\tdrivers/net/bar/\nF:\tdrivers/net/a.b\nK:\tfoo\n"

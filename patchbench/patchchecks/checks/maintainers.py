@@ -45,6 +45,10 @@ def parse(output: str) -> list[tuple[str, str, str, str]]:
     return entries
 
 
+def _plain(value: str) -> bool:
+    return not value.endswith("/") and not any(c in value for c in ".*?")
+
+
 def directory_patterns(maintainers: str, directories: set[str]) -> str:
     """MAINTAINERS with a `/` after each F:/X: pattern that names a directory of the tree.
 
@@ -54,7 +58,7 @@ def directory_patterns(maintainers: str, directories: set[str]) -> str:
     to remove, so the slash is written here instead: the same patterns, the same answers."""
     def slash(match: re.Match) -> str:
         value = match[2].strip()
-        if value in directories and not any(c in value for c in ".*?"):
+        if value in directories and _plain(value):
             return f"{match[1]}{value}/"
         return match[0]
     return _PATTERN.sub(slash, maintainers)
@@ -62,10 +66,12 @@ def directory_patterns(maintainers: str, directories: set[str]) -> str:
 
 def _maintainers_file(context: PatchContext) -> Path:
     root = context.tree.files(SCRIPT, *READS)
-    directories = set(context.tree.git("ls-tree", "-r", "-d", "-z", "--name-only", context.applied.base).split("\0"))
+    text = (root / "MAINTAINERS").read_text(errors="surrogateescape")
+    candidates = sorted({m[2].strip() for m in _PATTERN.finditer(text) if _plain(m[2].strip())})
+    listed = context.tree.git("--literal-pathspecs", "ls-tree", "-d", "-z", "--name-only", context.applied.base,
+                              "--", *candidates) if candidates else ""
     out = context.scratch / "MAINTAINERS.dirs"
-    out.write_text(directory_patterns((root / "MAINTAINERS").read_text(errors="surrogateescape"), directories),
-                   errors="surrogateescape")
+    out.write_text(directory_patterns(text, set(listed.split("\0"))), errors="surrogateescape")
     return out
 
 
