@@ -296,3 +296,14 @@ def test_directory_patterns_slash_only_plain_directories():
     text = "X\nF:\tdrivers/net/foo\nF:\tdrivers/net/foo.c\nF:\tdrivers/net/bar/\nF:\tdrivers/net/a.b\nK:\tfoo\n"
     rewritten = maintainers.directory_patterns(text, {"drivers/net/foo", "drivers/net/a.b"})
     assert rewritten == "X\nF:\tdrivers/net/foo/\nF:\tdrivers/net/foo.c\nF:\tdrivers/net/bar/\nF:\tdrivers/net/a.b\nK:\tfoo\n"
+
+
+def test_a_fix_for_net_without_fixes_is_a_warning_but_not_for_net_next(kernel_clone, targets, tmp_path, capsys):
+    change = Change(TAP, "tap: add tap_queue_len()", f"The ring size is read in one place.\n\nSigned-off-by: {ADA}",
+                    [(TAP_ANCHOR, TAP_LEN + TAP_ANCHOR)])
+    found = {}
+    for tree in ("net", "net-next"):
+        series = mail_series(kernel_clone[0], targets.base, [change], tmp_path / tree, prefix=f"PATCH {tree}")
+        _, report = run_check(capsys, series, kernel_clone[0], "--checks", "fixes-tag")
+        found[tree] = findings_of(report, "fixes-tag")
+    assert found == {"net": [(1, "a patch for net without a Fixes: tag")], "net-next": []}

@@ -3,6 +3,7 @@
 `Fixes: <12+ hex digits> ("<subject>")`: the commit must exist in the repository, its subject
 must be the one quoted, and it must be an ancestor of the base the series applies to (a fix for a
 commit the base does not have is for another tree; one newer than the base cannot be fixed here).
+Fixes: given in replies, which the tree stage puts on the commit, are checked too.
 For a series to a fixes tree (`net`, `bpf`, ... in netdev.toml), a patch without Fixes: is a
 warning, unless it touches only Documentation/ and MAINTAINERS.
 """
@@ -64,6 +65,9 @@ def run(context: PatchContext) -> list[Finding]:
         if mail is None:
             continue
         lines = fixes_lines(mail.body)
+        written = {" ".join(line.split()) for line in lines}
+        # a Fixes: given in a reply is collected onto the commit too
+        lines += [t for t in fixes_lines("\n".join(mail.trailers)) if " ".join(t.split()) not in written]
         for line in lines:
             for severity, message in _check_one(context, line):
                 found.append(message_finding(ID, severity, message, patch.index))
