@@ -307,3 +307,45 @@ def test_a_fix_for_net_without_fixes_is_a_warning_but_not_for_net_next(kernel_cl
         _, report = run_check(capsys, series, kernel_clone[0], "--checks", "fixes-tag")
         found[tree] = findings_of(report, "fixes-tag")
     assert found == {"net": [(1, "a patch for net without a Fixes: tag")], "net-next": []}
+
+
+def test_a_new_file_must_fall_in_a_maintainers_section(kernel_clone, targets, tmp_path, capsys):
+    changes = [Change("drivers/net/tun_stats.c", "tun: add tun_stats.c", f"Statistics live here.\n\nSigned-off-by: {ADA}",
+                      [("", "// SPDX-License-Identifier: GPL-2.0\n/* tun statistics */\n")]),
+               Change("drivers/tun_orphan.c", "drivers: add tun_orphan.c", f"Nobody owns it.\n\nSigned-off-by: {ADA}",
+                      [("", "// SPDX-License-Identifier: GPL-2.0\n/* no section */\n")])]
+    series = mail_series(kernel_clone[0], targets.base, changes, tmp_path / "series", prefix="PATCH net-next")
+    _, report = run_check(capsys, series, kernel_clone[0], "--checks", "maintainers")
+    assert [(f["patch"], f["file"], f["message"]) for f in report["findings"] if f["file"]] == [
+        (2, "drivers/tun_orphan.c", "new file in no MAINTAINERS section (only THE REST)")]
+
+
+def test_signoff_matches_the_author_through_the_mailmap(kernel_clone, targets, tmp_path, capsys):
+    """6.1's .mailmap maps <abel.vesa@nxp.com> to Abel Vesa <abelvesa@kernel.org>: an author writing
+    from the old address with another spelling of the name has signed off as Abel Vesa."""
+    old, new = "A. Vesa <abel.vesa@nxp.com>", "Abel Vesa <abelvesa@kernel.org>"
+    mailmap = git(kernel_clone[0], "show", f"{targets.base}:.mailmap")
+    assert "Abel Vesa <abelvesa@kernel.org> <abel.vesa@nxp.com>" in mailmap
+    found = {}
+    for signer in (new, "Abel Vesa <abel@example.org>".replace("Abel Vesa", "Someone Else")):
+        change = Change(TAP, "tap: add tap_queue_len()", f"The ring size is read once.\n\nSigned-off-by: {signer}",
+                        [(TAP_ANCHOR, TAP_LEN + TAP_ANCHOR)], author=old)
+        series = mail_series(kernel_clone[0], targets.base, [change], tmp_path / signer.split()[0],
+                             prefix="PATCH net-next")
+        _, report = run_check(capsys, series, kernel_clone[0], "--checks", "signoff")
+        found[signer] = findings_of(report, "signoff")
+    assert found == {new: [], "Someone Else <abel@example.org>": [(1, f"no Signed-off-by: from the author {old}")]}
+
+
+def test_checkpatch_strict_adds_its_checks_outside_networking(kernel_clone, targets, tmp_path, capsys):
+    """checkpatch.pl is always strict on drivers/net/ and net/; elsewhere --checkpatch-strict makes it so."""
+    change = Change("drivers/misc/pb_empty.c", "misc: add pb_empty()", f"Say whether it is empty.\n\nSigned-off-by: {ADA}",
+                    [("", "// SPDX-License-Identifier: GPL-2.0\n#include <linux/types.h>\n\n"
+                          "bool pb_empty(const int *p);\n\nbool pb_empty(const int *p)\n{\n\treturn p == NULL;\n}\n")])
+    series = mail_series(kernel_clone[0], targets.base, [change], tmp_path / "series", prefix="PATCH net-next")
+    kinds = {}
+    for strict in ((), ("--checkpatch-strict",)):
+        _, report = run_check(capsys, series, kernel_clone[0], "--checks", "checkpatch", *strict)
+        kinds[strict] = {(f["severity"], f["message"].split(":")[0]) for f in report["findings"]}
+    assert ("note", "COMPARISON_TO_NULL") in kinds[("--checkpatch-strict",)]
+    assert ("note", "COMPARISON_TO_NULL") not in kinds[()], kinds

@@ -56,7 +56,7 @@ class Change:
     path: str
     subject: str
     message: str                   # the body below the subject (description and trailers)
-    edits: list[tuple[str, str]]   # (old, new) replacements, each old unique in the file
+    edits: list[tuple[str, str]]   # (old, new) replacements, each old unique in the file; ("", text) new file
     author: str = ADA
     sender: str | None = None      # mailed by someone else (in-body From: the author)
     prefix: str | None = None      # this patch's subject prefix, if not the series'
@@ -91,7 +91,8 @@ def mail_series(repo: Path, base: str, changes: list[Change], out: Path, *, pref
     """Commit `changes` on `base` and mail them into the directory `out` (removed first)."""
     parent = base
     for n, change in enumerate(changes, 1):
-        content = git(repo, "show", f"{parent}:{change.path}") + "\n"
+        exists = git(repo, "ls-tree", "--name-only", parent, "--", change.path)
+        content = git(repo, "show", f"{parent}:{change.path}") + "\n" if exists else ""   # "": a new file
         for old, new in change.edits:
             assert content.count(old) == 1, f"{old!r} is not unique in {change.path}"
             content = content.replace(old, new)
