@@ -67,7 +67,8 @@ def run(context: PatchContext) -> list[Finding]:
     if "Traceback (most recent call last)" in proc.stderr or re.search(r"^Can't locate .* in @INC", proc.stderr, re.M):
         raise BadInput(f"{SCRIPT} failed: {proc.stderr.strip().splitlines()[-1]}")
     warnings: dict[str, list[tuple[str, int, str]]] = {}
-    for kind, name, line, text in parse(proc.stderr + "\n" + proc.stdout):
+    # the python kernel-doc of 7.2 prints each warning twice (with -none -Wall): each is kept once
+    for kind, name, line, text in dict.fromkeys(parse(proc.stderr + "\n" + proc.stdout)):
         warnings.setdefault(name, []).append((kind, line, text))
     found = []
     for patch, path in touched:
