@@ -350,3 +350,13 @@ def test_checkpatch_strict_adds_its_checks_outside_networking(kernel_clone, targ
         kinds[strict] = {(f["severity"], f["message"].split(":")[0]) for f in report["findings"]}
     assert ("note", "COMPARISON_TO_NULL") in kinds[("--checkpatch-strict",)]
     assert ("note", "COMPARISON_TO_NULL") not in kinds[()], kinds
+
+
+def test_run_takes_checks_too(tmp_path, capsys):
+    example = Path(__file__).resolve().parents[1] / "fixtures" / "example"
+    subprocess.run(["sh", str(example / "make-tree.sh"), str(tmp_path / "tree")], check=True, capture_output=True)
+    code = main(["run", str(example / "series.mbox"), "--tree", str(tmp_path / "tree"), "--format", "json",
+                 "--checks", "rules,signoff"])
+    report = json.loads(capsys.readouterr().out)
+    assert [c["id"] for c in report["checks"]] == ["rules", "signoff"] and report["jobs"] == []
+    assert [f["rule"] for f in report["findings"]] == ["ptr-ring-consume-unlocked"] and code == 1

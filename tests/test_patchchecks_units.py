@@ -84,3 +84,15 @@ def test_hygiene_does_not_count_code_the_patch_only_moves():
     assert hygiene("drivers/net/foo.c", ["\tdev_hold(dev);"], ["\tx = 1;", "\tdev_hold(dev);"]) == []
     assert hygiene("drivers/net/foo.c", ["\tdev_hold(dev);"], ["\tdev_hold(dev);", "\tdev_hold(dev);"]) == [
         (12, "dev-hold-untracked")]   # one of the two is new: the one past the removed line's count
+
+
+def test_sarif_gives_a_commit_message_finding_no_location():
+    from patchbench.checks.finding import Finding
+    from patchbench.report import sarif
+
+    found = [Finding("signoff", "error", "", 0, "", "no Signed-off-by: from the author", patch=1),
+             Finding("checkpatch", "warning", "drivers/net/tun.c", 12, "", "LONG_LINE: too long", patch=1)]
+    results = sarif.to_sarif(found)["runs"][0]["results"]
+    assert results[0]["locations"] == []
+    assert results[1]["locations"] == [{"physicalLocation": {"artifactLocation": {"uri": "drivers/net/tun.c"},
+                                                             "region": {"startLine": 12}}}]
