@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -190,19 +189,17 @@ def test_text_and_terse_carry_the_netdev_findings(kernel_clone, broken, capsys):
     assert "    warning: 3 patches without a cover letter [series-shape]" in text
 
 
-def format_patches(repo: Path, report: dict) -> list[Path]:
+def format_patches(repo: Path, report: dict, out: Path) -> list[Path]:
     """The applied commits as git format-patch -M writes them: what a maintainer runs scripts on."""
-    out = Path(report["_dir"])
     return [Path(git(repo, "format-patch", "-M", "-1", "-o", str(out), patch["commit"], "--start-number",
                      str(patch["index"]))) for patch in report["patches"]]
 
 
 def test_checkpatch_types_are_those_of_checkpatch_run_by_hand(kernel_clone, kernel_tree, broken_report, tmp_path):
-    repo = kernel_clone[0]
-    report = {**broken_report[1], "_dir": str(tmp_path / "mails")}
+    repo, report = kernel_clone[0], broken_report[1]
     ours = sorted((f["patch"], f["message"].split(":")[0]) for f in report["findings"] if f["rule"] == "checkpatch")
     by_hand = []
-    for index, mail in enumerate(format_patches(repo, report), 1):
+    for index, mail in enumerate(format_patches(repo, report, tmp_path / "mails"), 1):
         proc = subprocess.run(["perl", str(kernel_tree / "scripts/checkpatch.pl"), "--root", str(kernel_tree),
                                *checkpatch.command_options(False), str(mail)], cwd=tmp_path, capture_output=True,
                               text=True, env={**os.environ, "GIT_DIR": str(repo / ".git")})
@@ -212,8 +209,8 @@ def test_checkpatch_types_are_those_of_checkpatch_run_by_hand(kernel_clone, kern
 
 def test_maintainers_missing_are_the_addresses_get_maintainer_gives_by_hand(kernel_clone, kernel_tree, broken_report,
                                                                            tmp_path):
-    report = {**broken_report[1], "_dir": str(tmp_path / "mails")}
-    mail = format_patches(kernel_clone[0], report)[2]
+    report = broken_report[1]
+    mail = format_patches(kernel_clone[0], report, tmp_path / "mails")[2]
     by_hand = {who for who, _, role, section in by_hand_maintainers(kernel_tree, mail)
                if section and ("list" in role or role == "maintainer")}
     ours = {m.split(" (")[0] for p, m in findings_of(report, "maintainers") if m.endswith("is not in To/Cc")}

@@ -71,7 +71,7 @@ class Tree:
         self.git_dir, self.rev, self.root = git_dir, rev, root
         self._lock = threading.Lock()
         self._written: set[str] = set()
-        self._entries: dict[str, tuple[str, str]] | None = None   # top level: name -> (mode, type)
+        self._top_written = False
         self._exists: dict[str, bool] = {}
 
     def git(self, *args: str, check: bool = True) -> str:
@@ -103,16 +103,15 @@ class Tree:
         return self.root
 
     def _top_level(self) -> None:
-        if self._entries is not None:
+        if self._top_written:
             return
-        self._entries = {}
+        self._top_written = True
         blobs = []
         for line in self.git("ls-tree", "-z", self.rev).split("\0"):
             if not line:
                 continue
             meta, name = line.split("\t", 1)
             mode, kind, _ = meta.split()
-            self._entries[name] = (mode, kind)
             if kind == "tree":
                 (self.root / name).mkdir(parents=True, exist_ok=True)
             elif mode in ("100644", "100755"):
