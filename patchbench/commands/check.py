@@ -49,12 +49,14 @@ def _static_rules(applied: ApplyResult, rules: set[str]) -> tuple[SeriesCheck, p
 
 
 def apply_and_check(args) -> tuple[ApplyResult, SeriesCheck, list[patchchecks.CheckRun]]:
-    """Load the series named by `args`, apply it in isolation and check each patch (shared with `run`)."""
-    rules, check_ids = patchchecks.select(args.checks, [rule.ID for rule in engine.rules()])
+    """Load the series named by `args`, apply it in isolation and check each patch (shared with `run`).
+
+    `args` without `add_check_arguments`' options (another command's parser) runs every check."""
+    rules, check_ids = patchchecks.select(getattr(args, "checks", "all"), [rule.ID for rule in engine.rules()])
     series, applied = apply_from_args(args)
     checked, static = _static_rules(applied, rules)
     runs = patchchecks.check_series(series, applied, check_ids,
-                                    patchchecks.Options(checkpatch_strict=args.checkpatch_strict))
+                                    patchchecks.Options(checkpatch_strict=getattr(args, "checkpatch_strict", False)))
     patchchecks.add_findings(checked, runs)
     return applied, checked, [static, *runs]
 
