@@ -4,9 +4,10 @@ The series is the seeds' tun/tap_ring_consume one (tests/support/ring_series.py)
 configuration is a whole `python -m patchbench check` process with a fresh facts cache
 (PATCHBENCH_CACHE, cold) and a fresh scratch tree for the scripts (always): `--checks rules` is
 the baseline, `--checks rules,<check>` adds one check, `--checks all` adds them all. Printed: the
-median wall time of REPEAT rounds (the configurations take turns), what it adds to the baseline, and the check's own seconds from
-the JSON report, and the CPU seconds it adds (user + system of the whole
-process tree: what the load of a shared machine does not change). Target: all seven together add under 5 s.
+median wall time of REPEAT rounds (the configurations take turns), what it adds to the baseline,
+the check's own seconds from the JSON report, and the CPU seconds it adds (user + system of the
+whole process tree: what the load of a shared machine does not change). Target: all seven together
+add under 5 s.
 Run from the project root: `python bench/patchchecks.py`. Needs perl.
 """
 

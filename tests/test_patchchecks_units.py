@@ -15,9 +15,9 @@ SOB = "Signed-off-by: Ada Series <ada@example.org>"
 
 def patch(index: int, body: str = f"Why.\n\n{SOB}\n", diff: str = "", notes: str = "",
           prefix: str = "PATCH net-next") -> Patch:
-    return Patch(index=index, subject=f"subject {index}", message_id=f"m{index}@x", author="Ada Series <ada@example.org>",
-                 date=None, body=body, diff=diff, files=files_touched(diff) if diff else [], notes=notes,
-                 subject_prefix=prefix)
+    return Patch(index=index, subject=f"subject {index}", message_id=f"m{index}@x",
+                 author="Ada Series <ada@example.org>", date=None, body=body, diff=diff,
+                 files=files_touched(diff) if diff else [], notes=notes, subject_prefix=prefix)
 
 
 def context(patches: list[Patch], *, version: int = 1, cover: Cover | None = None, tree: str | None = "net-next",
@@ -74,8 +74,8 @@ def hygiene(path: str, removed: list[str], added: list[str]) -> list[tuple[int, 
 def test_hygiene_reports_added_lines_with_their_new_line_number():
     assert hygiene("drivers/net/foo.c", [], ["\tdev_hold(dev);", "\tx = 1;", "static inline int f(void)"]) == [
         (11, "dev-hold-untracked"), (13, "inline-in-c")]
-    assert hygiene("drivers/net/foo.h", [], ["static int foo_get(struct foo *f)", "static inline int g(void)",
-                                             "static int foo_put(struct foo *f);"]) == [(11, "static-function-in-header")]
+    header = ["static int foo_get(struct foo *f)", "static inline int g(void)", "static int foo_put(struct foo *f);"]
+    assert hygiene("drivers/net/foo.h", [], header) == [(11, "static-function-in-header")]
     assert hygiene("drivers/net/foo.c", [], ['module_param(debug, int, 0444);']) == [(11, "module-param-in-net-driver")]
     assert hygiene("fs/foo.c", [], ['module_param(debug, int, 0444);']) == []
 

@@ -217,7 +217,8 @@ def _contact(person: str) -> str:
     return f"{name} <{address}>" if name and name != address else f"<{address}>"
 
 
-def open_context(series: Series, applied: ApplyResult, options: Options) -> tuple[PatchContext, tempfile.TemporaryDirectory]:
+def open_context(series: Series, applied: ApplyResult,
+                 options: Options) -> tuple[PatchContext, tempfile.TemporaryDirectory]:
     """A context for `applied`; the caller removes the scratch directory (the returned handle)."""
     scratch = tempfile.TemporaryDirectory(prefix="patchbench-netdev-")
     root = Path(scratch.name)

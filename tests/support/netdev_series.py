@@ -74,8 +74,9 @@ def fixes_targets(repo: Path, root: str) -> Targets:
     """Commits A and B for Fixes: tags (the 6.1 test tree is one commit)."""
     tun = git(repo, "show", f"{root}:{TUN}") + "\n"
     a_subject, b_subject = "tun: say what the driver is in one line", "tun: name the copyright holders' years"
-    a = commit_files(repo, root, {TUN: tun.replace(" *  TUN - Universal TUN/TAP device driver.",
-                                                   " *  TUN - Universal TUN/TAP device driver (tun and tap).").encode()},
+    described = tun.replace(" *  TUN - Universal TUN/TAP device driver.",
+                            " *  TUN - Universal TUN/TAP device driver (tun and tap).")
+    a = commit_files(repo, root, {TUN: described.encode()},
                      f"{a_subject}\n\nA commit for Fixes: tags to name.\n\nSigned-off-by: {ADA}",
                      ref="refs/heads/fixes-base")
     tun_a = git(repo, "show", f"{a}:{TUN}") + "\n"

@@ -25,6 +25,7 @@ SCRIPT = "scripts/get_maintainer.pl"
 NEEDS = (SCRIPT, "MAINTAINERS")
 READS = ("MAINTAINERS", ".mailmap", ".get_maintainer.conf")
 OPTIONS = ("--no-git", "--no-git-fallback")
+MAINTAINER_ROLES = ("maintainer", "supporter", "odd fixer")   # an M: line, by the section's S: status
 
 _PATTERN = re.compile(r"^([FX]:\s*)(\S[^\n]*?)[ \t]*$", re.M)
 _LINE = re.compile(r"^(?P<who>.*?)\s+\((?P<role>[^()]*)\)$")
@@ -92,7 +93,7 @@ def _check_patch(context: PatchContext, maintainers: Path, patch: AppliedPatch) 
     found = []
     entries = _get_maintainer(context, maintainers, str(context.patch_file(patch)))
     wanted = [(who, address, role, section) for who, address, role, section in entries
-              if section and section != "THE REST" and ("list" in role or role in ("maintainer", "supporter", "odd fixer"))]
+              if section and section != "THE REST" and ("list" in role or role in MAINTAINER_ROLES)]
     addressed = _addressed(context, patch)
     canonical = context.canonical([who for who, *_ in wanted])
     missing = [(who, role, section) for who, address, role, section in wanted
@@ -120,7 +121,8 @@ def _covered(context: PatchContext, maintainers: Path, path: str) -> bool:
     stand_in.parent.mkdir(parents=True, exist_ok=True)
     stand_in.touch()
     try:
-        return any(section and section != "THE REST" for *_, section in _get_maintainer(context, maintainers, "-f", path))
+        entries = _get_maintainer(context, maintainers, "-f", path)
+        return any(section and section != "THE REST" for *_, section in entries)
     finally:
         stand_in.unlink()
         for directory in reversed(made):
