@@ -3,7 +3,7 @@
 The base tree's scripts/get_maintainer.pl runs on each patch (`--no-git --no-git-fallback`: from
 MAINTAINERS only, not from history, so the answer does not depend on how deep the clone is). Each
 maintainer (M:, whatever the section's status) and each list of a named section that the patch
-mail did not address is a warning; when none of them was addressed it is an error. Addressed means
+mail did not address is a warning; when none of them was addressed, one error names them all. Addressed means
 the mail's To: and Cc:, and the patch's own Cc: trailers (git send-email adds those), compared
 after the base's .mailmap. LKML, the list of THE REST, is not asked for.
 A file the patch adds must fall in a MAINTAINERS section other than THE REST.
@@ -90,21 +90,20 @@ def _addressed(context: PatchContext, patch: AppliedPatch) -> set[str]:
 
 
 def _check_patch(context: PatchContext, maintainers: Path, patch: AppliedPatch) -> list[Finding]:
-    found = []
     entries = _get_maintainer(context, maintainers, str(context.patch_file(patch)))
     wanted = [(who, address, role, section) for who, address, role, section in entries
               if section and section != "THE REST" and ("list" in role or role in MAINTAINER_ROLES)]
     addressed = _addressed(context, patch)
     canonical = context.canonical([who for who, *_ in wanted])
-    missing = [(who, role, section) for who, address, role, section in wanted
+    missing = [(who, address, role, section) for who, address, role, section in wanted
                if address not in addressed and canonical[who][1] not in addressed]
-    for who, role, section in missing:
-        found.append(message_finding(ID, "warning", f"{who} ({role}:{section}) is not in To/Cc", patch.index))
-    if wanted and len(missing) == len(wanted):
+    if wanted and len(missing) == len(wanted):   # one error says it all
         sections = ", ".join(dict.fromkeys(section for *_, section in wanted))
-        found.append(message_finding(ID, "error", f"no maintainer and no list of {sections} is in To/Cc",
-                                     patch.index))
-    return found
+        addresses = ", ".join(dict.fromkeys(address for _, address, *_ in wanted))
+        return [message_finding(ID, "error", f"no maintainer and no list of {sections} is in To/Cc "
+                                             f"(get_maintainer.pl names {addresses})", patch.index)]
+    return [message_finding(ID, "warning", f"{who} ({role}:{section}) is not in To/Cc", patch.index)
+            for who, _, role, section in missing]
 
 
 def _new_files(context: PatchContext, maintainers: Path, patch: AppliedPatch) -> list[Finding]:
