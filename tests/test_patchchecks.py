@@ -10,6 +10,7 @@ import json
 import os
 import re
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -366,3 +367,20 @@ def test_run_takes_checks_too(tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert [c["id"] for c in report["checks"]] == ["rules", "signoff"] and report["jobs"] == []
     assert [f["rule"] for f in report["findings"]] == ["ptr-ring-consume-unlocked"] and code == 1
+
+
+def test_a_tree_script_that_crashes_is_an_error_not_a_pass(tmp_path, capsys):
+    """The base's checkpatch.pl dies: exit 2 with one line, no findings report, no scratch left behind."""
+    example = Path(__file__).resolve().parents[1] / "fixtures" / "example"
+    tree = tmp_path / "tree"
+    subprocess.run(["sh", str(example / "make-tree.sh"), str(tree)], check=True, capture_output=True)
+    (tree / "scripts").mkdir()
+    (tree / "scripts" / "checkpatch.pl").write_text("#!/usr/bin/env perl\ndie \"cannot start\\n\";\n")
+    git(tree, "add", "scripts/checkpatch.pl")
+    git(tree, "commit", "-q", "-m", "scripts: a checkpatch.pl that dies")
+    scratch_before = set(Path(tempfile.gettempdir()).glob("patchbench-netdev-*"))
+    code = main(["check", str(example / "series.mbox"), "--tree", str(tree), "--base", "HEAD", "--checks", "checkpatch"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.splitlines() == ["patchbench: error: scripts/checkpatch.pl failed (exit 255): cannot start"]
+    assert set(Path(tempfile.gettempdir()).glob("patchbench-netdev-*")) == scratch_before
