@@ -26,9 +26,9 @@ from functools import lru_cache
 from types import ModuleType
 
 from patchbench.checks.finding import Finding
+from patchbench.checks.patches import SeriesCheck
 from patchbench.errors import BadInput
 from patchbench.patchchecks import checks as checks_package
-from patchbench.checks.patches import SeriesCheck
 from patchbench.patchchecks.context import Options, PatchContext, Skip, open_context
 
 __all__ = ["CheckRun", "Options", "PatchContext", "Skip", "add_findings", "check_series", "checks", "run_checks",
