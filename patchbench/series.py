@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from email.utils import getaddresses
 
 from patchbench.errors import BadInput
 from patchbench.mail import InputLimits, read_mails, read_mails_at
@@ -48,6 +49,10 @@ class Patch:
     patch_id: str | None = None    # `git patch-id --stable` of the diff
     carried_trailers: list[CarriedTrailer] = field(default_factory=list)   # also in `trailers`
     older_copies: list[str] = field(default_factory=list)   # Message-Ids of this part sent before in its thread
+    sender: str = ""               # "Name <mail>" of the mail's From: (author is the in-body From: if any)
+    recipients: list[str] = field(default_factory=list)   # addresses in the mail's To: and Cc:
+    notes: str = ""                # below the `---`: changelog, diffstat
+    subject_prefix: str = ""       # e.g. "PATCH net-next" (no version, no counters)
 
 
 @dataclass
@@ -56,6 +61,7 @@ class Cover:
     message_id: str
     body: str
     trailers: list[str] = field(default_factory=list)   # given in replies to the cover letter
+    recipients: list[str] = field(default_factory=list)   # addresses in the mail's To: and Cc:
 
 
 @dataclass
@@ -253,7 +259,8 @@ def _build(posting: Posting, topic: list[Posting], mailbox: _Mailbox) -> Series:
         total=posting.total,
         tree=head.subject.tree,
         subject_prefix=head.subject.prefix or "PATCH",
-        cover=Cover(cover_item.title, cover_item.mail.message_id, mailbox.text(cover_item).message, cover_trailers)
+        cover=Cover(cover_item.title, cover_item.mail.message_id, mailbox.text(cover_item).message, cover_trailers,
+                    _addresses(cover_item.mail.recipients))
         if cover_item else None,
         patches=patches,
         missing=[i for i in range(1, posting.total + 1) if i not in patch_items],
@@ -334,11 +341,19 @@ def _patch(index: int, copies: list[Item], cover_trailers: list[str], mailbox: _
         version=item.group.version if item.group else item.subject.version,
         patch_id=mailbox.patch_id(item),
         older_copies=[copy.mail.message_id for copy in copies[:-1]],
+        sender=mail.sender,
+        recipients=_addresses(mail.recipients),
+        notes=text.notes,
+        subject_prefix=item.subject.prefix,
     )
 
 
 def _trailer_key(trailer: str) -> str:
     return " ".join(trailer.lower().split())
+
+
+def _addresses(header: str) -> list[str]:
+    return [address for _, address in getaddresses([header]) if "@" in address]
 
 
 def _unique(trailers: list[str]) -> list[str]:

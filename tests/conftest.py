@@ -75,6 +75,6 @@ def check_on_61(kernel_clone, tmp_path, capsys):
 
     def check(*patches) -> tuple[int, dict]:
         series = make_series(repo, base, list(patches), tmp_path / "series")
-        code = main(["check", str(series), "--tree", str(repo), "--format", "json"])
+        code = main(["check", str(series), "--tree", str(repo), "--format", "json", "--checks", "rules"])
         return code, json.loads(capsys.readouterr().out)
     return check

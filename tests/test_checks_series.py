@@ -14,7 +14,7 @@ from tests.support.ring_series import (TAP, TAP_FIX_PATCH, TAP_HELPER, TAP_HELPE
 
 
 def check_json(capsys, series: Path, repo: Path, *extra: str) -> tuple[int, dict]:
-    code = main(["check", str(series), "--tree", str(repo), "--format", "json", *extra])
+    code = main(["check", str(series), "--tree", str(repo), "--format", "json", "--checks", "rules", *extra])
     return code, json.loads(capsys.readouterr().out)
 
 
@@ -76,7 +76,7 @@ def test_bug_repaired_by_a_later_patch_still_counts_against_its_patch(check_kern
     code, report, series = check_kernel_series(tun_patch(TUN_HELPER), tap_patch(TAP_HELPER_NO_LOCK), TAP_FIX_PATCH)
     assert code == 1
     assert [(f["function"], f["patch"]) for f in report["findings"]] == [("tap_ring_consume", 2)]
-    main(["check", str(series), "--tree", str(kernel_clone[0]), "--format", "terse"])
+    main(["check", str(series), "--tree", str(kernel_clone[0]), "--format", "terse", "--checks", "rules"])
     terse = capsys.readouterr().out.splitlines()
     assert len(terse) == 1 and terse[0].startswith(f"{TAP}:")
     assert terse[0].endswith("ptr-ring-consume-unlocked: patch 2/3: __ptr_ring_consume(q->ring) without "

@@ -1,7 +1,8 @@
 """`patchbench check SOURCE --tree DIR`: apply the series, then report the findings each patch adds.
 
 Application is `patchbench apply`'s (private index, commits in DIR's object store, the checkout
-untouched); the analysis reads the blobs of each patch's parent and commit (patchbench.checks.patches).
+untouched); the analysis reads the blobs of each patch's parent and commit (patchbench.checks.patches),
+and the netdev per-patch checks run on the commits (patchbench.patchchecks). `--checks` picks them.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ import sys
 import time
 from dataclasses import dataclass
 
-from patchbench.checks.patches import SeriesCheck, check_applied
+from patchbench import patchchecks
+from patchbench.checks import engine
+from patchbench.checks.patches import PatchCheck, SeriesCheck, check_applied
 from patchbench.commands.apply import add_apply_arguments, apply_from_args
 from patchbench.commands.build import add_runner_arguments, make_runner
 from patchbench.dispatch import workspace
@@ -34,28 +37,56 @@ class CheckRun:
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("check", help="apply a series and report the findings new in each patch")
     add_apply_arguments(parser)
+    add_check_arguments(parser)
     parser.add_argument("--format", choices=FORMATS, default="text",
                         help="output format: text, mail (a reply body to paste), terse, json, sarif (default: text)")
     add_runner_arguments(parser)
     parser.set_defaults(func=run)
 
 
+def add_check_arguments(parser) -> None:
+    """--checks and the checks' options: `check` and `run` take these."""
+    parser.add_argument("--checks", metavar="LIST", default="all",
+                        help="comma-separated rule and check ids, or 'rules' (the static rules), 'netdev' "
+                             "(signoff, fixes-tag, checkpatch, maintainers, kdoc, series-shape, source-hygiene), "
+                             "'all' (default)")
+    parser.add_argument("--checkpatch-strict", action="store_true", help="run checkpatch.pl with --strict")
+
+
+def _static_rules(args, applied: ApplyResult, rules: set[str]) -> tuple[SeriesCheck, patchchecks.CheckRun]:
+    """The tree-sitter rules selected, on this machine or (`--runner celery`) a job per patch on the farm."""
+    start = time.monotonic()
+    if not rules:
+        checked = SeriesCheck(applied.base, [PatchCheck(p.index, p.commit, []) for p in applied.applied])
+    elif getattr(args, "runner", "local") == "local":   # callers other than check/run have no farm
+        checked = check_applied(applied)
+    else:
+        ctx = default_context(None, workspace.cache_root(), PlainProgress(sys.stderr))
+        checked = series_check(applied, make_runner(args, None).run(check_jobs(applied), ctx))
+    for patch in checked.patches:
+        patch.new = [f for f in patch.new if f.rule in rules]
+    status, reason = ("ran", "") if rules else ("skipped", "not selected")
+    return checked, patchchecks.CheckRun(patchchecks.RULES_GROUP, status, time.monotonic() - start, reason,
+                                         checked.findings)
+
+
 def apply_and_check(args) -> CheckRun:
     """Load the series named by `args`, apply it in isolation and check each patch (shared with `run`).
 
-    With `--runner celery` each patch's check is a job on the farm."""
+    `args` without `add_check_arguments`' options (another command's parser) runs every check."""
     started = time.monotonic()
+    rules, check_ids = patchchecks.select(getattr(args, "checks", "all"), [rule.ID for rule in engine.rules()])
     with Progress("check", args.format) as progress:
         progress.stage("reading and applying the series")
         series, applied = apply_from_args(args)
         files = {path for patch in applied.applied for path in patch.files}
         progress.stage(f"checking {len(applied.applied)} applied patches ({len(files)} files)")
-        if getattr(args, "runner", "local") == "local":   # callers other than check/run have no farm
-            checked = check_applied(applied)
-        else:
-            ctx = default_context(None, workspace.cache_root(), PlainProgress(sys.stderr))
-            checked = series_check(applied, make_runner(args, None).run(check_jobs(applied), ctx))
-    return CheckRun(series, applied, checked, series_report(series, applied, checked, time.monotonic() - started))
+        checked, static = _static_rules(args, applied, rules)
+        runs = patchchecks.check_series(series, applied, check_ids, patchchecks.Options(
+            checkpatch_strict=getattr(args, "checkpatch_strict", False)))
+        patchchecks.add_findings(checked, runs)
+    return CheckRun(series, applied, checked, series_report(series, applied, checked, time.monotonic() - started,
+                                                            [static, *runs]))
 
 
 def run(args) -> int:

@@ -13,13 +13,14 @@ from patchbench.commands.build import add_dispatch_arguments, add_kselftest_argu
     check_dispatch_arguments, dispatch
 from patchbench.errors import BadInput
 from patchbench.report import jobs as jobs_report
-from patchbench.commands.check import apply_and_check
+from patchbench.commands.check import add_check_arguments, apply_and_check
 from patchbench.report.findings import FORMATS, render
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("run", help="apply, check, build and boot a series; one report")
     add_apply_arguments(parser)
+    add_check_arguments(parser)
     parser.add_argument("--build", action="store_true", help="compile each patch's touched objects (W=1)")
     parser.add_argument("--boot", action="store_true", help="build the head's kernel and boot it in QEMU")
     add_dispatch_arguments(parser, formats=FORMATS)

@@ -46,6 +46,7 @@ class PatchText:
     message: str                   # commit message: everything above the `---` (or the diff)
     diff: str                      # from the first diff header to the end; "" for no diff
     inbody: InBody = _NO_INBODY
+    notes: str = ""                # between the `---` and the diff: changelog, diffstat
 
 
 def split_patch(text: str) -> PatchText:
@@ -56,11 +57,13 @@ def split_patch(text: str) -> PatchText:
     diff_start = _diff_start(lines, message_end)
     if diff_start is None:
         return PatchText(message="".join(lines[:message_end]).strip("\n") + "\n", diff="", inbody=inbody)
+    notes = "".join(lines[message_end + 1:diff_start]) if message_end < diff_start else ""
     message_end = min(message_end, diff_start)
     return PatchText(
         message="".join(lines[:message_end]).strip("\n") + "\n",
         diff="".join(lines[diff_start:]),
         inbody=inbody,
+        notes=notes,
     )
 
 

@@ -33,6 +33,7 @@ class Mail:
     from_email: str
     date: datetime | None
     text: str
+    recipients: str = ""           # To: and Cc: as sent, comma-joined (parsed only for the patches checked)
 
     @property
     def key(self) -> str:
@@ -74,6 +75,7 @@ def decode_mail(raw: bytes, position: int = 0) -> Mail:
         from_email=from_email,
         date=parse_date(first.get("date", "")),
         text=_body_text(message),
+        recipients=", ".join(_collapse(value) for name in ("to", "cc") for value in headers.get(name, [])),
     )
 
 

@@ -78,6 +78,7 @@ class Report:
     patches: list[PatchLine] = field(default_factory=list)
     failed: FailedPatch | None = None
     checked: Checked | None = None
+    checks: list = field(default_factory=list)   # patchchecks.CheckRun of each check (series only)
 
     def shown(self) -> list[tuple[Finding, Context]]:
         return list(zip(self.findings, self.contexts or [Context()] * len(self.findings)))
@@ -98,7 +99,7 @@ def series_name(series: Series) -> str:
 
 
 def series_report(series: Series, applied: ApplyResult, checked: SeriesCheck,
-                  seconds: float | None = None) -> Report:
+                  seconds: float | None = None, checks: list | None = None) -> Report:
     """The report of `patchbench check`: each applied patch with its new findings, or where it stopped."""
     names = {p.index: patch_name(series, p) for p in series.patches}
     patches = [PatchLine(p.index, p.commit, names.get(p.index, f"patch {p.index}"), p.files)
@@ -111,12 +112,13 @@ def series_report(series: Series, applied: ApplyResult, checked: SeriesCheck,
     contexts = []
     if checked.findings:
         with BlobReader(git_dir_of(applied.repo)) as blobs:
-            contexts = [context(f, blobs.read(commits[f.patch], f.file)) for f in checked.findings]
+            contexts = [context(f, blobs.read(commits[f.patch], f.file) if f.file else None)
+                    for f in checked.findings]
     header = SeriesHeader(series_name(series), series.total, series.tree, applied.base,
                           applied.base_reason, applied.ref)
     files = sorted({path for p in checked.patches for path in p.files})
     return Report(checked.findings, contexts, header, patches, failed,
-                  Checked(len(checked.patches), files, _rule_ids(), seconds))
+                  Checked(len(checked.patches), files, _rule_ids(), seconds), checks or [])
 
 
 def lint_report(findings: list[Finding], files: list[str], seconds: float | None = None) -> Report:
@@ -150,7 +152,7 @@ def render(report: Report, fmt: str) -> str:
 
 def terse(finding: Finding, total: int | None = None) -> str:
     patch = f"patch {finding.patch}/{total}: " if finding.patch is not None and total else ""
-    return f"{finding.file}:{finding.line}: {finding.severity}: {finding.rule}: {patch}{finding.message}"
+    return f"{location_of(finding) or '-'}: {finding.severity}: {finding.rule}: {patch}{finding.message}"
 
 
 def _terse(report: Report) -> str:
@@ -195,6 +197,7 @@ def _json(report: Report) -> dict:
                     for p in report.patches],
         "failed": {"index": failed.index, "name": failed.name, "file": failed.file, "hunk": failed.hunk,
                    "line": failed.line, "reason": failed.reason} if failed else None,
+        "checks": [run.to_json() for run in report.checks],
     }
 
 
@@ -236,10 +239,17 @@ def _rest(failed: int, total: int) -> str:
     return f"patch {total} was" if failed + 1 == total else f"patches {failed + 1} to {total} were"
 
 
+def location_of(finding: Finding) -> str:
+    """`file:line`, `file` (a finding about a whole file) or "" (one about a commit message, as the
+    netdev checks give)."""
+    return f"{finding.file}:{finding.line}" if finding.file and finding.line else finding.file
+
+
 def _finding_text(finding: Finding, shown: Context) -> list[str]:
     width = TEXT_WIDTH
-    lines = wrap(f"{finding.file}:{finding.line}: {finding.severity}: in {finding.function}() "
-                  f"[{finding.rule}]", width, "  ", "      ")
+    function = f" in {finding.function}()" if finding.function else ""
+    place = f"{location_of(finding)}: " if finding.file else ""
+    lines = wrap(f"{place}{finding.severity}:{function} [{finding.rule}]", width, "  ", "      ")
     lines += wrap(_one_line(finding.message), width, "      ")
     if shown.source is not None:
         lines.append(f"      {finding.line:>6} | " + _code(shown.source, width - 15))
@@ -264,6 +274,12 @@ def _summary(report: Report, width: int) -> list[str]:
     if report.header and checked.files:
         lines += wrap("Files: " + ", ".join(checked.files), width, "", "  ")
     lines += wrap("Rules: " + ", ".join(checked.rules), width, "", "  ")
+    ran = [run.id for run in report.checks if run.status == "ran" and run.id != "rules"]
+    if ran:
+        lines += wrap("Patch checks: " + ", ".join(ran), width, "", "  ")
+    for run in report.checks:
+        if run.status == "skipped" and run.reason != "not selected":
+            lines += wrap(f"{run.id} skipped: {run.reason}", width, "", "  ")
     return lines
 
 
@@ -310,7 +326,8 @@ def _mail(report: Report) -> str:
         if h is not None:
             name = next((p.name for p in report.patches if p.index == finding.patch), f"patch {finding.patch}")
             lines += wrap(f"In {name}:", width) + [""]
-        lines += wrap(f"{finding.file}:{finding.line}, in {finding.function}():", width)
+        function = f", in {finding.function}()" if finding.function else ""
+        lines += wrap(f"{location_of(finding) or 'The commit message'}{function}:", width)
         if shown.source is not None:
             lines += ["", "> " + _code(shown.source, width - 2)]
         lines += [""] + wrap(f"{_one_line(finding.message)} [{finding.rule}, {finding.severity}]", width)

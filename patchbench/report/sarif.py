@@ -47,16 +47,18 @@ def _location(file: str, line: int, snippet: str | None = None) -> dict:
 
 def _result(finding: Finding, shown: Context, rule_index: dict[str, int]) -> dict:
     identity = "\0".join(finding.identity())
-    location = _location(finding.file, finding.line, shown.source)
-    location["logicalLocations"] = [{"name": finding.function, "kind": "function"}]
+    # A finding about a commit message (the netdev checks') has no file; one about a file no function.
+    location = _location(finding.file, finding.line, shown.source) if finding.file else {}
+    if finding.function:
+        location["logicalLocations"] = [{"name": finding.function, "kind": "function"}]
     result = {
         "ruleId": finding.rule,
         "level": _LEVELS.get(finding.severity, "warning"),
         "message": {"text": finding.message},
-        "locations": [location],
+        "locations": [location] if location else [],
         "partialFingerprints": {"patchbenchIdentity/v1": hashlib.sha1(identity.encode()).hexdigest()},
     }
-    if shown.related:
+    if shown.related and finding.file:
         related = _location(finding.file, shown.related.line, shown.related.text)
         result["relatedLocations"] = [{"id": 1, **related, "message": {"text": shown.related.what}}]
     if finding.rule in rule_index:

@@ -1,0 +1,1 @@
+"""The netdev per-patch checks, one module each: ID, MESSAGE, NEEDS, run(context) (see patchbench.patchchecks)."""
