@@ -188,8 +188,9 @@ def test_text_and_terse_carry_the_netdev_findings(kernel_clone, broken, capsys):
     code = main(["check", str(broken), "--tree", str(kernel_clone[0]), "--checks", "signoff,series-shape"])
     text = capsys.readouterr().out
     assert code == 1
-    assert f"    error: no Signed-off-by: from the author {ADA} [signoff]" in text
-    assert "    warning: 3 patches without a cover letter [series-shape]" in text
+    # A commit-message finding has no file:line and no function: the severity and rule, then the message.
+    assert f"  error: [signoff]\n      no Signed-off-by: from the author {ADA}" in text
+    assert "  warning: [series-shape]\n      3 patches without a cover letter" in text
 
 
 def format_patches(repo: Path, report: dict, out: Path) -> list[Path]:

@@ -67,7 +67,7 @@ def mailed(kernel_clone, tmp_path):
 
 
 def check(capsys, series: Path, repo: Path, fmt: str) -> tuple[int, str]:
-    code = main(["check", str(series), "--tree", str(repo), "--format", fmt])
+    code = main(["check", str(series), "--tree", str(repo), "--format", fmt, "--checks", "rules"])
     return code, capsys.readouterr().out
 
 
