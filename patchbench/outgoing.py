@@ -96,3 +96,15 @@ def collect(repo: Path, mail: Path, counter: int, total: int) -> Path | None:
     except OSError as exc:
         raise BadInput(f"{mail}: cannot keep it for the series check: {exc.strerror}") from None
     return store if counter >= total else None
+
+
+def is_cover_letter(source: str) -> bool:
+    """Every mail of `source` is a [PATCH 0/N] cover letter: git send-email validates those too."""
+    from patchbench.mail import read_mails
+    from patchbench.mail.subject import parse_subject
+
+    try:
+        indexes = [parse_subject(mail.subject).index for mail in read_mails(source)]
+    except BadInput:
+        return False
+    return bool(indexes) and set(indexes) == {0}

@@ -255,17 +255,6 @@ def load_outgoing(source: str) -> Series:
         raise NotChecked(str(exc)) from None
 
 
-def is_cover_letter(source: str) -> bool:
-    """A [PATCH 0/N] mail with no diff: git send-email hands the hook the cover letter too."""
-    from patchbench.mail import read_mails
-    from patchbench.mail.subject import parse_subject
-
-    try:
-        return all(parse_subject(mail.subject).index == 0 for mail in read_mails(source))
-    except BadInput:
-        return False
-
-
 def check_outgoing(repo: Path, series: Series, settings: Settings,
                    progress: Callable[[str], None] | None = None) -> Verdict:
     """Apply `series` in isolation to `repo` onto `choose_base`, check it (and build it when

@@ -4,7 +4,7 @@ b4 pipes one patch mail to it, from the top of the work tree, and reads its outp
 reads `checkpatch.pl --terse`: every stdout line is a finding, a failure when it contains
 `ERROR:`, a warning otherwise; every stderr line is a failure; no output at all is a pass.
 So findings that block (git config patchbench.presend.block) print as `file:line: ERROR: rule:
-message`, the others with their own severity in capitals; our own failure to check prints one
+message`, the others as WARNING (CHECK for notes); our own failure to check prints one
 stdout line without `ERROR:` (a warning), or one stderr line under patchbench.presend.strict.
 There is no progress line: b4 would count it as a failure.
 """
@@ -28,8 +28,12 @@ def add_parser(subparsers) -> None:
 
 
 def b4_line(terse_line: str, blocks) -> str:
-    """A terse report line with its severity as b4 must see it: ERROR when it blocks."""
-    return _SEVERITY.sub(lambda m: f"{m[1]}: {'ERROR' if blocks(m[2]) else m[2].upper()}: ", terse_line, count=1)
+    """A terse report line labelled as b4 must see it: ERROR when it blocks, else WARNING (CHECK for
+    a note, as checkpatch says), whatever the finding's own severity (its rule id is on the line)."""
+    def label(match: re.Match) -> str:
+        said = "ERROR" if blocks(match[2]) else "CHECK" if match[2] == "note" else "WARNING"
+        return f"{match[1]}: {said}: "
+    return _SEVERITY.sub(label, terse_line, count=1)
 
 
 def run(args) -> int:

@@ -158,6 +158,8 @@ def not_checked(reason: str, repo: Path) -> int:
 
 
 def _judge(repo: Path, source: str) -> int:
+    if outgoing.is_cover_letter(source):
+        return 0          # nothing to check in it (a collected send's directory never is one)
     from patchbench import presend
     from patchbench.report.findings import terse
     from patchbench.report.jobs import to_terse
@@ -168,8 +170,6 @@ def _judge(repo: Path, source: str) -> int:
         verdict = presend.check_outgoing(repo, series, settings,
                                          progress=lambda line: print(line, file=sys.stderr, flush=True))
     except presend.NotChecked as exc:
-        if presend.is_cover_letter(source):
-            return 0      # git send-email validates the cover letter too; there is nothing to check
         return not_checked(str(exc), repo)
     for line in [terse(f) for f in verdict.findings] + to_terse(verdict.jobs):
         print(line)
