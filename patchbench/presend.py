@@ -22,14 +22,16 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from patchbench.checks.finding import Finding
-from patchbench.dispatch.jobs import JobResult
 from patchbench.errors import BadInput
 from patchbench.series import Series, load_series
 from patchbench.tree import ApplyResult
 from patchbench.tree.git import Git, GitFailed, open_repository
+
+if TYPE_CHECKING:
+    from patchbench.dispatch.jobs import JobResult
 
 SEVERITIES = ("note", "warning", "error")          # mildest first
 NEVER = "none"                                     # patchbench.presend.block = none: report only
