@@ -178,8 +178,8 @@ def choose_base(git: Git, series: Series) -> tuple[str, str]:
         sha = git.commit_exists(series.base_commit) if re.fullmatch(r"[0-9a-fA-F]{7,64}", series.base_commit) else None
         if sha:
             return sha, "base-commit: of the series"
-    for found in (_made_from(git, series), _target_merge_base(git, series)):
-        if found:
+    for way in (_made_from, _target_merge_base):
+        if found := way(git, series):
             return found
     head = git.commit_exists("HEAD")
     if head is None:

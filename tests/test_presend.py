@@ -51,7 +51,8 @@ def user_env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_CACHE_HOME=str(home / ".cache"),
                XDG_DATA_HOME=str(home / ".local"), GIT_CONFIG_NOSYSTEM="1", PATCHBENCH_CACHE=str(home / "pb"),
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])), **extra)
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env.update(extra)
     return env
 
 
@@ -145,12 +146,18 @@ def left_behind(repo: Path) -> list[str]:
 
 # --- git send-email ---------------------------------------------------------------------------------
 
-def test_send_email_refuses_an_unlocked_consume_and_sends_nothing(home, clone, smtp, tmp_path):
+def send_with_gate(home: Path, clone, patches, smtp: Inbox, out: Path, *extra: str):
+    """The series committed on HEAD's branch, the gate installed, its mails sent: (git send-email's
+    result, the repository, the repository's state before the send)."""
     repo, base = clone
-    tip = on_branch(repo, base, BAD, "ring")
+    tip = on_branch(repo, base, patches, "ring")
     install(home, repo)
     before = RepoState.of(repo)
-    proc = send_email(home, repo, mails(repo, base, tip, tmp_path / "out"), smtp)
+    return send_email(home, repo, mails(repo, base, tip, out), smtp, *extra), repo, before
+
+
+def test_send_email_refuses_an_unlocked_consume_and_sends_nothing(home, clone, smtp, tmp_path):
+    proc, repo, before = send_with_gate(home, clone, BAD, smtp, tmp_path / "out")
     assert proc.returncode != 0
     output = proc.stdout + proc.stderr
     assert FINDING.search(output), output
@@ -162,11 +169,7 @@ def test_send_email_refuses_an_unlocked_consume_and_sends_nothing(home, clone, s
 
 
 def test_send_email_sends_the_clean_series(home, clone, smtp, tmp_path):
-    repo, base = clone
-    tip = on_branch(repo, base, GOOD, "ring")
-    install(home, repo)
-    before = RepoState.of(repo)
-    proc = send_email(home, repo, mails(repo, base, tip, tmp_path / "out"), smtp)
+    proc, repo, before = send_with_gate(home, clone, GOOD, smtp, tmp_path / "out")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "does not apply" not in proc.stderr and "error" not in proc.stderr, proc.stderr
     assert [re.sub(r"\].*", "]", s) for s in subjects(smtp)] == [
@@ -176,10 +179,7 @@ def test_send_email_sends_the_clean_series(home, clone, smtp, tmp_path):
 
 
 def test_send_email_no_validate_sends_the_refused_series(home, clone, smtp, tmp_path):
-    repo, base = clone
-    tip = on_branch(repo, base, BAD, "ring")
-    install(home, repo)
-    proc = send_email(home, repo, mails(repo, base, tip, tmp_path / "out"), smtp, "--no-validate")
+    proc, _, _ = send_with_gate(home, clone, BAD, smtp, tmp_path / "out", "--no-validate")
     assert proc.returncode == 0, proc.stderr
     assert len(smtp.messages) == 4
 
@@ -282,17 +282,22 @@ def test_collected_clean_series_passes_on_its_base_commit(home, clone, tmp_path)
 
 # --- configuration ----------------------------------------------------------------------------------
 
+def validate_bad_patch_with(home: Path, clone, tmp_path: Path, key: str, value: str):
+    """The hook on patch 2 of the broken series under git config patchbench.presend.<key> = value."""
+    repo, base = clone
+    tip = on_branch(repo, base, BAD[:2], "ring")
+    patch = mails(repo, base, tip, tmp_path / "out")[2]
+    git(repo, "config", f"patchbench.presend.{key}", value)
+    return repo, patchbench(home, repo, "hook", "sendemail-validate", str(patch))
+
+
 @pytest.mark.parametrize("key,value,passes", [
     ("rules", "lock-imbalance rcu-deref-unprotected", True),   # the finding's rule is not selected
     ("rules", "ptr-ring-consume-unlocked", False),
     ("block", "none", True),
 ])
 def test_git_config_selects_rules_and_blocking_severity(home, clone, tmp_path, key, value, passes):
-    repo, base = clone
-    tip = on_branch(repo, base, BAD[:2], "ring")
-    patch = mails(repo, base, tip, tmp_path / "out")[2]
-    git(repo, "config", f"patchbench.presend.{key}", value)
-    proc = patchbench(home, repo, "hook", "sendemail-validate", str(patch))
+    repo, proc = validate_bad_patch_with(home, clone, tmp_path, key, value)
     assert proc.returncode == (0 if passes else 1), proc.stderr
     shown = FINDING.search(proc.stdout)
     assert bool(shown) == (key == "block" or not passes)   # "none" still reports what it found
@@ -305,11 +310,7 @@ def test_git_config_selects_rules_and_blocking_severity(home, clone, tmp_path, k
     ("build", "maybe", "not a boolean"),
 ])
 def test_a_configuration_we_cannot_follow_is_one_line_and_never_blocks(home, clone, tmp_path, key, value, says):
-    repo, base = clone
-    tip = on_branch(repo, base, BAD[:2], "ring")
-    patch = mails(repo, base, tip, tmp_path / "out")[2]
-    git(repo, "config", f"patchbench.presend.{key}", value)
-    proc = patchbench(home, repo, "hook", "sendemail-validate", str(patch))
+    repo, proc = validate_bad_patch_with(home, clone, tmp_path, key, value)
     assert proc.returncode == 0 and proc.stdout == ""
     (line,) = proc.stderr.splitlines()
     assert line.startswith("patchbench: error: ") and says in line and "the send goes ahead" in line
@@ -394,11 +395,12 @@ def test_install_outside_a_repository_and_uninstall_of_a_foreign_hook_are_refuse
 
 # --- b4 ---------------------------------------------------------------------------------------------
 
-def b4(home: Path, repo: Path, *args: str) -> subprocess.CompletedProcess:
+def b4(home: Path, repo: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     found = shutil.which("b4")
     if found is None:
         missing("b4 is not installed (pip install b4)")
-    return subprocess.run([found, *args], cwd=repo, capture_output=True, text=True, env=user_env(home), timeout=600)
+    return subprocess.run([found, *args], cwd=repo, capture_output=True, text=True, env=user_env(home, **env),
+                          timeout=600)
 
 
 def test_b4_prep_check_shows_our_findings_per_patch_and_fails_the_bad_one(home, kernel_tree, tmp_path):
@@ -410,8 +412,13 @@ def test_b4_prep_check_shows_our_findings_per_patch_and_fails_the_bad_one(home, 
     assert proc.returncode == 0, proc.stderr
     tip = commit_series(repo, git(repo, "rev-parse", "HEAD"), BAD, dated_now=True)
     git(repo, "reset", "-q", "--hard", tip)
-    git(repo, "config", "b4.prep-perpatch-check-cmd", f"{sys.executable} -m patchbench b4-check")
-    proc = b4(home, repo, "prep", "--check")
+    # The README's .b4-config lines, with `patchbench` on PATH as an installed console script is.
+    (repo / ".b4-config").write_text("[b4]\n    prep-perpatch-check-cmd = patchbench b4-check\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "patchbench").write_text(f"#!/bin/sh\nexec {sys.executable} -m patchbench \"$@\"\n")
+    (bin_dir / "patchbench").chmod(0o755)
+    proc = b4(home, repo, "prep", "--check", PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     output = proc.stdout + proc.stderr
     # b4 marks each patch with a dot: green for a pass, blinking red for a failure.
     verdicts = {re.sub(r"\x1b\[[0-9;]*m", "", line).split(": ", 1)[1]:
@@ -422,7 +429,7 @@ def test_b4_prep_check_shows_our_findings_per_patch_and_fails_the_bad_one(home, 
                         "tun: wake the subqueue when consuming made room": "pass"}, output
     plain = re.sub(r"\x1b\[[0-9;]*m", "", output)
     assert re.search(r"[0-9a-f]{12}: tap: add tap_ring_consume\(\) and use it in tap_do_read\(\)\n"
-                     r"\s+\S+ python[\d.]*: drivers/net/tap\.c:\d+: ERROR: ptr-ring-consume-unlocked: ", plain), plain
+                     r"\s+\S+ patchbench: drivers/net/tap\.c:\d+: ERROR: ptr-ring-consume-unlocked: ", plain), plain
     assert "Success: 2, Warning: 0, Error: 1" in plain
 
 
@@ -462,3 +469,39 @@ def test_progress_is_shown_only_after_a_second():
     slow.stop()
     assert [re.sub(r"\(.*\)", "()", line) for line in shown] == [
         "patchbench: applying 3 patches ()", "patchbench: checking 3 patches ()"]
+
+
+# --- the touched-object build -----------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_build_on_the_gate_reports_a_new_compiler_warning_and_blocks_it_when_configured(home, kernel_tree, tmp_path):
+    """patchbench.presend.build: each patch's touched objects compiled (W=1) before and after it."""
+    from tests.conftest import require_tool
+    from tests.support.kernel import CACHE
+    from tests.support.planted import plant
+
+    for tool in ("make", "gcc", "ccache", "bwrap", "flex", "bison", "bc"):
+        require_tool(tool)
+    # A clone at a fixed place: its configured build directory (keyed by repository) serves later runs.
+    repo = CACHE / "presend-build-clone"
+    if not (repo / ".git" / "patchbench-ready").exists():
+        shutil.rmtree(repo, ignore_errors=True)
+        git(CACHE, "clone", "-q", "--shared", "--no-checkout", str(kernel_tree), str(repo))
+        (repo / ".git" / "patchbench-ready").touch()
+    base = git(repo, "rev-parse", TAG)
+    head, commits = plant(repo, "warning-series", base)     # patch 1 adds an unused variable to tun.c
+    git(repo, "update-ref", "refs/heads/warning", head)
+    git(repo, "symbolic-ref", "HEAD", "refs/heads/warning")
+    patch = format_patch(repo, base, commits[0], tmp_path / "out")[1]
+    git(repo, "config", "patchbench.presend.build", "true")
+    git(repo, "config", "patchbench.presend.timeout", "3600")   # the first run configures the build directory
+    cache = {"PATCHBENCH_CACHE": str(Path.home() / ".cache" / "patchbench")}
+    subprocess.run(["git", "-C", str(repo), "config", "--unset-all", "patchbench.presend.block"])
+    shown = patchbench(home, repo, "hook", "sendemail-validate", str(patch), **cache)
+    assert shown.returncode == 0, shown.stderr
+    warning = re.compile(r"^drivers/net/tun\.c:\d+: warning: build\(-Wunused-variable\): .*open_count", re.M)
+    assert warning.search(shown.stdout), shown.stdout + shown.stderr
+    git(repo, "config", "patchbench.presend.block", "warning")
+    refused = patchbench(home, repo, "hook", "sendemail-validate", str(patch), **cache)
+    assert refused.returncode == 1 and warning.search(refused.stdout)
+    assert "send refused" in refused.stderr and "git send-email --no-validate" in refused.stderr
