@@ -14,12 +14,13 @@ Configuration is git config, `patchbench.presend.*` (see `Settings`); nothing is
 from __future__ import annotations
 
 import argparse
+import io
 import re
 import signal
 import subprocess
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext, redirect_stderr
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -292,7 +293,7 @@ def _check(repo: Path, series: Series, settings: Settings, progress: Progress) -
         jobs = []
         if settings.build:
             progress.step(f"building the objects {count} touch")
-            jobs = _build(applied, settings)
+            jobs = _build(applied, settings, quiet=progress.write is None)
     finally:
         if applied.ref:   # the gate keeps nothing: the commits were only for the check
             git.run("update-ref", "-d", applied.ref, check=False)
@@ -310,12 +311,14 @@ def _job_blocks(job: JobResult, settings: Settings) -> bool:
     return job.status == "fail" and any(settings.blocks(kind) for kind in kinds)
 
 
-def _build(applied: ApplyResult, settings: Settings) -> list[JobResult]:
-    """`patchbench build`'s objects jobs with its defaults, within the gate's time limit."""
+def _build(applied: ApplyResult, settings: Settings, quiet: bool) -> list[JobResult]:
+    """`patchbench build`'s objects jobs with its defaults, within the gate's time limit; `quiet`
+    drops the build's progress lines (b4 counts every stderr line as a failure)."""
     from patchbench.commands.build import add_dispatch_arguments, dispatch
 
     parser = argparse.ArgumentParser()
     add_dispatch_arguments(parser)
     args = parser.parse_args([])
     args.build_timeout = settings.timeout
-    return dispatch(applied, args, objects=True, kernel=False, boot=False)
+    with redirect_stderr(io.StringIO()) if quiet else nullcontext():
+        return dispatch(applied, args, objects=True, kernel=False, boot=False)

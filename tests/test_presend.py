@@ -505,3 +505,7 @@ def test_build_on_the_gate_reports_a_new_compiler_warning_and_blocks_it_when_con
     refused = patchbench(home, repo, "hook", "sendemail-validate", str(patch), **cache)
     assert refused.returncode == 1 and warning.search(refused.stdout)
     assert "send refused" in refused.stderr and "git send-email --no-validate" in refused.stderr
+    # b4 counts every stderr line as a failure: the build's progress must not reach it.
+    b4_check = patchbench(home, repo, "b4-check", stdin=patch.read_text(), **cache)
+    assert b4_check.returncode == 1 and b4_check.stderr == ""
+    assert re.search(r"^drivers/net/tun\.c:\d+: ERROR: build\(-Wunused-variable\): .*open_count", b4_check.stdout, re.M)
