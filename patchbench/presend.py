@@ -274,15 +274,17 @@ def check_outgoing(repo: Path, series: Series, settings: Settings,
 
 def _check(repo: Path, series: Series, settings: Settings, progress: Progress) -> Verdict:
     from patchbench.checks.patches import check_applied
-    from patchbench.tree import apply_series
+    from patchbench.tree import apply_series, series_ref
 
     git = Git(open_repository(repo))
     base, reason = choose_base(git, series)
     _require_kernel_tree(git, base, repo)
     count = f"{len(series.patches)} patch{'es' * (len(series.patches) != 1)}"
     progress.step(f"applying {count} onto {base[:12]} ({reason})")
-    applied = apply_series(series, repo, base)
+    ref = series_ref(series, base)    # where apply keeps the commits: the gate keeps nothing
+    kept = git.commit_exists(ref)     # ... but a `patchbench apply` of the user's made it first
     try:
+        applied = apply_series(series, repo, base)
         if applied.failed:
             failed = applied.failed
             where = f" ({failed.file})" if failed.file else ""
@@ -295,8 +297,8 @@ def _check(repo: Path, series: Series, settings: Settings, progress: Progress) -
             progress.step(f"building the objects {count} touch")
             jobs = _build(applied, settings, quiet=progress.write is None)
     finally:
-        if applied.ref:   # the gate keeps nothing: the commits were only for the check
-            git.run("update-ref", "-d", applied.ref, check=False)
+        if not kept:
+            git.run("update-ref", "-d", ref, check=False)
     blocking_jobs = [job for job in jobs if _job_blocks(job, settings)]
     errored = [job for job in jobs if job.status == "error"]
     if errored:

@@ -280,6 +280,20 @@ def test_collected_clean_series_passes_on_its_base_commit(home, clone, tmp_path)
     assert f"3 patches checked on {base[:12]} (base-commit: of the series)" in proc.stderr
 
 
+def test_the_gate_removes_only_the_commits_it_made(home, clone, tmp_path):
+    """A `patchbench apply` of the same series onto the same base keeps its ref; the gate's own goes."""
+    repo, base = clone
+    files = mails(repo, base, on_branch(repo, base, GOOD, "ring"), tmp_path / "out")
+    applied = patchbench(home, repo, "apply", str(tmp_path / "out"), "--tree", str(repo))
+    assert applied.returncode == 0, applied.stderr
+    (ref,) = git(repo, "for-each-ref", "--format=%(refname)", "refs/patchbench/").split()
+    for counter, path in enumerate(files, 1):
+        proc = patchbench(home, repo, "hook", "sendemail-validate", str(path), GIT_SENDEMAIL_FILE_COUNTER=str(counter),
+                          GIT_SENDEMAIL_FILE_TOTAL=str(len(files)))
+    assert proc.returncode == 0 and "base-commit: of the series" in proc.stderr
+    assert git(repo, "for-each-ref", "--format=%(refname)", "refs/patchbench/").split() == [ref]
+
+
 # --- configuration ----------------------------------------------------------------------------------
 
 def validate_bad_patch_with(home: Path, clone, tmp_path: Path, key: str, value: str):
