@@ -250,15 +250,20 @@ def test_install_twice_changes_nothing_and_honours_core_hookspath(home, clone):
     assert list(hooks.iterdir()) == []
 
 
+def validate_counted(home: Path, repo: Path, files: list[Path], **env: str):
+    """The hook on each file as git >= 2.40's send-email runs it, numbered; each run's result."""
+    for counter, path in enumerate(files, 1):
+        yield patchbench(home, repo, "hook", "sendemail-validate", str(path), GIT_SENDEMAIL_FILE_COUNTER=str(counter),
+                         GIT_SENDEMAIL_FILE_TOTAL=str(len(files)), **env)
+
+
 def test_collected_series_is_checked_once_at_its_last_file(home, clone, tmp_path):
     """git >= 2.40 numbers the files of a send: the hook keeps them and checks the series at the last."""
     repo, base = clone
     tip = on_branch(repo, base, BAD, "ring")
     files = mails(repo, base, tip, tmp_path / "out")
     gitdir = Path(git(repo, "rev-parse", "--absolute-git-dir"))
-    for counter, path in enumerate(files, 1):
-        proc = patchbench(home, repo, "hook", "sendemail-validate", str(path), GIT_SENDEMAIL_FILE_COUNTER=str(counter),
-                          GIT_SENDEMAIL_FILE_TOTAL=str(len(files)), GIT_DIR=str(gitdir))
+    for counter, proc in enumerate(validate_counted(home, repo, files, GIT_DIR=str(gitdir)), 1):
         if counter < len(files):
             assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
             assert len(list((gitdir / "patchbench" / "presend").glob("*/*.patch"))) == counter
@@ -273,9 +278,7 @@ def test_collected_clean_series_passes_on_its_base_commit(home, clone, tmp_path)
     repo, base = clone
     git(repo, "symbolic-ref", "HEAD", "refs/heads/elsewhere")   # HEAD unborn: the base must come from the mails
     files = mails(repo, base, commit_series(repo, base, GOOD), tmp_path / "out")
-    for counter, path in enumerate(files, 1):
-        proc = patchbench(home, repo, "hook", "sendemail-validate", str(path), GIT_SENDEMAIL_FILE_COUNTER=str(counter),
-                          GIT_SENDEMAIL_FILE_TOTAL=str(len(files)))
+    *_, proc = validate_counted(home, repo, files)
     assert proc.returncode == 0, proc.stderr
     assert f"3 patches checked on {base[:12]} (base-commit: of the series)" in proc.stderr
 
@@ -287,9 +290,7 @@ def test_the_gate_removes_only_the_commits_it_made(home, clone, tmp_path):
     applied = patchbench(home, repo, "apply", str(tmp_path / "out"), "--tree", str(repo))
     assert applied.returncode == 0, applied.stderr
     (ref,) = git(repo, "for-each-ref", "--format=%(refname)", "refs/patchbench/").split()
-    for counter, path in enumerate(files, 1):
-        proc = patchbench(home, repo, "hook", "sendemail-validate", str(path), GIT_SENDEMAIL_FILE_COUNTER=str(counter),
-                          GIT_SENDEMAIL_FILE_TOTAL=str(len(files)))
+    *_, proc = validate_counted(home, repo, files)
     assert proc.returncode == 0 and "base-commit: of the series" in proc.stderr
     assert git(repo, "for-each-ref", "--format=%(refname)", "refs/patchbench/").split() == [ref]
 
