@@ -127,6 +127,16 @@ class Verdict:
     def refused(self) -> bool:
         return bool(self.blocking or self.blocking_jobs)
 
+    def terse_lines(self) -> list[str]:
+        """The findings, then the build's new diagnostics, in the terse format."""
+        from patchbench.report.findings import terse
+
+        lines = [terse(f) for f in self.findings]
+        if self.jobs:   # the build's report (and its imports) only when there was a build
+            from patchbench.report.jobs import to_terse
+            lines += to_terse(self.jobs)
+        return lines
+
 
 # --- choosing the base ------------------------------------------------------------------------------
 

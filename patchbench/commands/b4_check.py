@@ -38,8 +38,6 @@ def b4_line(terse_line: str, blocks) -> str:
 
 def run(args) -> int:
     from patchbench import presend
-    from patchbench.report.findings import terse
-    from patchbench.report.jobs import to_terse
 
     repo = Path(args.repo)
     try:
@@ -51,6 +49,6 @@ def run(args) -> int:
             return 2
         print(f"patchbench: not checked: {exc}")
         return 0
-    for line in [terse(f) for f in verdict.findings] + to_terse(verdict.jobs):
+    for line in verdict.terse_lines():
         print(b4_line(line, settings.blocks))
     return 1 if verdict.refused else 0

@@ -161,8 +161,6 @@ def _judge(repo: Path, source: str) -> int:
     if outgoing.is_cover_letter(source):
         return 0          # nothing to check in it (a collected send's directory never is one)
     from patchbench import presend
-    from patchbench.report.findings import terse
-    from patchbench.report.jobs import to_terse
 
     try:
         settings = presend.read_settings(repo)
@@ -171,7 +169,7 @@ def _judge(repo: Path, source: str) -> int:
                                          progress=lambda line: print(line, file=sys.stderr, flush=True))
     except presend.NotChecked as exc:
         return not_checked(str(exc), repo)
-    for line in [terse(f) for f in verdict.findings] + to_terse(verdict.jobs):
+    for line in verdict.terse_lines():
         print(line)
     patches = ", ".join(f"{n}/{series.total}" for n in sorted({f.patch for f in verdict.blocking}
                                                               | {j.patch for j in verdict.blocking_jobs}))
