@@ -25,8 +25,8 @@ from patchbench import presend
 from tests.conftest import missing
 from tests.support.git_series import RepoState, commit_files, format_patch, git
 from tests.support.kernel import TAG
-from tests.support.ring_series import (TAP_HELPER, TAP_HELPER_NO_LOCK, TUN_HELPER, WAKE_PATCH, commit_series,
-                                       tap_patch, tun_patch)
+from tests.support.ring_series import (TAP_HELPER, TAP_HELPER_NO_LOCK, TUN, TUN_HELPER, WAKE_PATCH,
+                                       commit_series, tap_patch, tun_patch)
 
 pytestmark = pytest.mark.kernel
 
@@ -281,6 +281,23 @@ def test_collected_clean_series_passes_on_its_base_commit(home, clone, tmp_path)
     *_, proc = validate_counted(home, repo, files)
     assert proc.returncode == 0, proc.stderr
     assert f"3 patches checked on {base[:12]} (base-commit: of the series)" in proc.stderr
+
+
+def test_without_base_commit_a_patch_goes_onto_the_merge_base_with_its_target_branch(home, clone, tmp_path):
+    """Mailed without --base, from a branch HEAD no longer is on: the tree named in the subject
+    (a local net-next branch) gives the base, not HEAD (whose tun.c the patch no longer fits)."""
+    repo, base = clone
+    tip = commit_series(repo, base, GOOD[:1])
+    out = tmp_path / "out"
+    git(repo, "format-patch", "-q", "--subject-prefix=PATCH net-next", "-o", str(out), f"{base}..{tip}")
+    (patch,) = out.iterdir()
+    git(repo, "update-ref", "refs/heads/net-next", base)
+    on_branch(repo, base, [(TUN, "tun: rename tun_ring_recv's err", [(
+        "static void *tun_ring_recv(struct tun_file *tfile, int noblock, int *err)\n{",
+        "static void *tun_ring_recv(struct tun_file *tfile, int noblock, int *error)\n{")])], "work")
+    proc = patchbench(home, repo, "hook", "sendemail-validate", str(patch))
+    assert proc.returncode == 0, proc.stderr
+    assert f"1 patch checked on {base[:12]} (merge-base of HEAD and branch net-next)" in proc.stderr
 
 
 def test_the_gate_removes_only_the_commits_it_made(home, clone, tmp_path):
