@@ -465,6 +465,27 @@ def test_b4_prep_check_shows_our_findings_per_patch_and_fails_the_bad_one(home, 
     assert "Success: 2, Warning: 0, Error: 1" in plain
 
 
+def test_b4_am_check_shows_our_verdict_on_each_patch_of_a_mailbox(home, clone, tmp_path):
+    """am-perpatch-check-cmd: b4 am --check on a received series (each patch checked alone, onto
+    the local tree: the first two apply there, the third needs the first)."""
+    repo, base = clone
+    files = mails(repo, base, commit_series(repo, base, BAD), tmp_path / "out")
+    mbox = tmp_path / "series.mbox"
+    mbox.write_text("".join(path.read_text() for path in files))
+    git(repo, "config", "b4.am-perpatch-check-cmd", f"{sys.executable} -m patchbench b4-check")
+    proc = b4(home, repo, "--offline-mode", "am", "--check", "-m", str(mbox), "-o", str(tmp_path / "am"))
+    assert proc.returncode == 0, proc.stderr
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
+    verdicts = re.findall(r"^  \[PATCH (\d)/3\] .*\n    \S+ python[\d.]*: (.*)$", plain, re.M)
+    assert [n for n, _ in verdicts] == ["1", "2", "3"], plain
+    assert verdicts[0][1] == "passed all checks"
+    assert re.match(r"drivers/net/tap\.c:\d+: ERROR: ptr-ring-consume-unlocked: ", verdicts[1][1])
+    assert verdicts[2][1].startswith("patchbench: not checked: patch 3 does not apply")
+    # b4's dots: green pass, blinking red failure, red warning (our own failure never fails a patch)
+    marks = re.findall(r"^    (\x1b\[[0-9;]*m)\u25cf", proc.stdout + proc.stderr, re.M)
+    assert marks == ["\x1b[32m", "\x1b[31;5m", "\x1b[31m"]
+
+
 def test_b4_check_reads_one_patch_on_stdin_and_speaks_b4s_format(home, clone, tmp_path):
     repo, base = clone
     tip = on_branch(repo, base, BAD, "ring")
