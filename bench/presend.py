@@ -3,10 +3,10 @@
 On a shared clone of the 6.1 tree, for a 3-patch series (the seeds' tun/tap ring series) and a
 15-patch one (that series plus 12 patches to four other drivers/net files), committed on the branch
 HEAD is on, as when sending from one's branch. Each figure is whole processes, as git runs them:
-  - counted: one hook process per file (cover letter + patches) with git >= 2.40's
+  - counted: one hook process per file (cover letter + patches) with git >= 2.41's
     GIT_SENDEMAIL_FILE_COUNTER/_TOTAL; the series is checked once, at the last file.
     Cold (empty facts cache) and warm.
-  - per patch: the same files without the counters (git < 2.40, as Debian 12's git 2.39): each
+  - per patch: the same files without the counters (git < 2.41, as Debian 12's git 2.39): each
     patch checked alone, warm.
   - git send-email --dry-run of the series with the hook installed minus without it: the hook's
     time inside the real tool (per-patch or counted, whichever this git does), warm.

@@ -1,6 +1,6 @@
 """git send-email's files of one send, kept until the last one so that the series is checked once.
 
-git (>= 2.40) runs the sendemail-validate hook once per outgoing file, each time in a new process,
+git (>= 2.41) runs the sendemail-validate hook once per outgoing file, each time in a new process,
 with GIT_SENDEMAIL_FILE_COUNTER and GIT_SENDEMAIL_FILE_TOTAL. The files are copied into
 `<git dir>/patchbench/presend/<send>/`, where <send> names the git send-email process (pid and
 start time, from /proc). Only the standard library here: every file but the last costs a process
@@ -22,7 +22,7 @@ _REPO_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")
 
 
 def counters() -> tuple[int, int] | None:
-    """(counter, total) from git send-email's environment, or None (git < 2.40, or not from it)."""
+    """(counter, total) from git send-email's environment, or None (git < 2.41, or not from it)."""
     try:
         counter = int(os.environ["GIT_SENDEMAIL_FILE_COUNTER"])
         total = int(os.environ["GIT_SENDEMAIL_FILE_TOTAL"])

@@ -251,14 +251,14 @@ def test_install_twice_changes_nothing_and_honours_core_hookspath(home, clone):
 
 
 def validate_counted(home: Path, repo: Path, files: list[Path], **env: str):
-    """The hook on each file as git >= 2.40's send-email runs it, numbered; each run's result."""
+    """The hook on each file as git >= 2.41's send-email runs it, numbered; each run's result."""
     for counter, path in enumerate(files, 1):
         yield patchbench(home, repo, "hook", "sendemail-validate", str(path), GIT_SENDEMAIL_FILE_COUNTER=str(counter),
                          GIT_SENDEMAIL_FILE_TOTAL=str(len(files)), **env)
 
 
 def test_collected_series_is_checked_once_at_its_last_file(home, clone, tmp_path):
-    """git >= 2.40 numbers the files of a send: the hook keeps them and checks the series at the last."""
+    """git >= 2.41 numbers the files of a send: the hook keeps them and checks the series at the last."""
     repo, base = clone
     tip = on_branch(repo, base, BAD, "ring")
     files = mails(repo, base, tip, tmp_path / "out")

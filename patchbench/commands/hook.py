@@ -5,7 +5,7 @@ the pre-send gate inside git send-email.
 looks for it: `core.hooksPath` when set). A hook that was there is kept, renamed
 `sendemail-validate.patchbench-saved`, and still runs first; `uninstall` puts it back.
 
-git send-email runs the hook once per outgoing file. Since git 2.40 it also says which file of how
+git send-email runs the hook once per outgoing file. Since git 2.41 it also says which file of how
 many (GIT_SENDEMAIL_FILE_COUNTER/_TOTAL): the files are then kept under the git directory and the
 series is checked once, at the last one. Without the counters each patch is checked alone.
 A refused send prints the findings (terse format) and how to send anyway (--no-validate).
@@ -40,7 +40,7 @@ def add_parser(subparsers) -> None:
         action.set_defaults(func=func)
     validate = actions.add_parser(HOOK, help="what the hook runs: check an outgoing patch file")
     validate.add_argument("file", metavar="FILE", help="the outgoing mail git send-email names")
-    validate.add_argument("headers", metavar="HEADERS", nargs="?", help="SMTP headers file (git >= 2.42; unused)")
+    validate.add_argument("headers", metavar="HEADERS", nargs="?", help="SMTP headers file (git >= 2.41; unused)")
     validate.set_defaults(func=sendemail_validate)
 
 
