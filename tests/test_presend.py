@@ -428,7 +428,8 @@ def test_install_outside_a_repository_and_uninstall_of_a_foreign_hook_are_refuse
 # --- b4 ---------------------------------------------------------------------------------------------
 
 def b4(home: Path, repo: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    found = shutil.which("b4")
+    # pip puts b4's script beside the Python that installed it, which need not be on PATH.
+    found = shutil.which("b4", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
     if found is None:
         missing("b4 is not installed (pip install b4)")
     return subprocess.run([found, *args], cwd=repo, capture_output=True, text=True, env=user_env(home, **env),
