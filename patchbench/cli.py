@@ -14,7 +14,7 @@ import sys
 from patchbench import __version__
 from patchbench.errors import BadInput
 
-COMMANDS = ("series", "apply", "check", "lint", "run", "build", "boot", "results", "worker")
+COMMANDS = ("series", "apply", "check", "lint", "run", "build", "boot", "results", "hook", "b4-check", "worker")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -35,7 +35,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     # a small series takes to apply. Help and usage errors list every command.
     named = [word for word in argv if word in COMMANDS][:1]
     for name in named or COMMANDS:
-        importlib.import_module(f"patchbench.commands.{name}").add_parser(subparsers)
+        importlib.import_module(f"patchbench.commands.{name.replace('-', '_')}").add_parser(subparsers)
     return parser
 
 

@@ -28,7 +28,7 @@ class BaseChoice:
     warnings: list[str] = field(default_factory=list)
 
 
-def _tree_branch(git: Git, tree: str) -> tuple[str, str] | None:
+def tree_branch(git: Git, tree: str) -> tuple[str, str] | None:
     """(sha, how it was found) of the branch for target tree `tree`, or None."""
     if not _TREE_NAME.match(tree):  # a word from a subject: never a pattern or an option
         return None
@@ -67,7 +67,7 @@ def resolve_base(git: Git, series: Series, base: str | None = None) -> BaseChoic
             return BaseChoice(sha, "base-commit: from the series")
         warnings.append(f"base-commit: {series.base_commit} is not in this repository")
     if series.tree:
-        found = _tree_branch(git, series.tree)
+        found = tree_branch(git, series.tree)
         if found:
             return BaseChoice(found[0], f"{found[1]} for the {series.tree} tree named in the subject", warnings)
     head = git.commit_exists("HEAD")

@@ -7,6 +7,7 @@ reads. Used by tests/test_checks_series.py and bench/check_series.py.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from tests.support.git_series import commit_files, format_patch, git
@@ -101,8 +102,9 @@ WAKE_PATCH = (TUN, "tun: wake the subqueue when consuming made room", [TUN_WAKE]
 TAP_FIX_PATCH = (TAP, "tap: take the consumer lock in tap_ring_consume()", [TAP_FIX])
 
 
-def commit_series(repo: Path, base: str, patches) -> str:
-    """One commit per patch on base; the tip."""
+def commit_series(repo: Path, base: str, patches, dated_now: bool = False) -> str:
+    """One commit per patch on base; the tip. Fixed dates, or the current time with `dated_now`
+    (b4 looks for its cover letter commit only among the last year's)."""
     parent = base
     for n, (path, subject, edits) in enumerate(patches, 1):
         content = git(repo, "show", f"{parent}:{path}") + "\n"
@@ -111,7 +113,7 @@ def commit_series(repo: Path, base: str, patches) -> str:
             content = content.replace(old, new)
         parent = commit_files(repo, parent, {path: content.encode()},
                               f"{subject}\n\nWhy {n}.\n\nSigned-off-by: Ada Series <ada@example.org>",
-                              date=f"2024-03-0{n}T09:30:00-05:00")
+                              date=f"{int(time.time())} +0000" if dated_now else f"2024-03-0{n}T09:30:00-05:00")
     return parent
 
 

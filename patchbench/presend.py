@@ -1,0 +1,336 @@
+"""The pre-send gate: check the patches about to be mailed and say whether the send may go.
+
+Used by `patchbench hook sendemail-validate` (git send-email's hook) and `patchbench b4-check`
+(b4's per-patch check command). The outgoing mails go through the pipeline like any series: read
+(series stage), applied in isolation onto a base chosen for a send (tree stage), checked (checks
+stage) and, when configured, their touched objects built (dispatch stage). The verdict blocks on
+new findings of the blocking severity; everything that keeps us from judging (not a patch, not a
+kernel tree, does not apply, too slow) is `NotChecked`, which the commands report in one line
+and which blocks only under `patchbench.presend.strict`.
+
+Configuration is git config, `patchbench.presend.*` (see `Settings`); nothing is needed by default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import re
+import signal
+import subprocess
+import threading
+import time
+from contextlib import contextmanager, nullcontext, redirect_stderr
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from patchbench.checks.finding import Finding
+from patchbench.errors import BadInput
+from patchbench.series import Series, load_series
+from patchbench.tree import ApplyResult
+from patchbench.tree.git import Git, GitFailed, open_repository
+
+if TYPE_CHECKING:
+    from patchbench.dispatch.jobs import JobResult
+
+SEVERITIES = ("note", "warning", "error")          # mildest first
+NEVER = "none"                                     # patchbench.presend.block = none: report only
+# How many commits of HEAD's history are searched for the commit an outgoing patch was made from.
+HISTORY_SEARCHED = 200
+PROGRESS_AFTER = 1.0                               # seconds before the first progress line
+_TRUE, _FALSE = ("true", "yes", "on", "1", ""), ("false", "no", "off", "0")
+
+
+class NotChecked(Exception):
+    """The gate could not judge the patches (our failure, not the patches'): one line to the user."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """git config patchbench.presend.{rules,block,build,timeout,strict}."""
+    rules: frozenset[str] | None = None   # rule ids to report; None: every rule
+    block: str = "error"                  # findings this severe or worse block the send; "none": never
+    build: bool = False                   # also compile each patch's touched objects (W=1, before/after)
+    timeout: float = 300.0                # seconds for the whole check; then NotChecked
+    strict: bool = False                  # NotChecked blocks the send too
+
+    def blocks(self, severity: str) -> bool:
+        return self.block != NEVER and SEVERITIES.index(severity) >= SEVERITIES.index(self.block)
+
+
+def _bool(key: str, value: str) -> bool:
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise NotChecked(f"git config patchbench.presend.{key} = {value!r} is not a boolean")
+
+
+def read_settings(repo: Path) -> Settings:
+    """The gate's settings from git config as seen in `repo` (the global ones outside a repository)."""
+    proc = subprocess.run(["git", "-C", str(repo), "config", "--null", "--get-regexp", r"^patchbench\.presend\."],
+                          capture_output=True, text=True)
+    values: dict[str, str] = {}
+    for entry in filter(None, proc.stdout.split("\0")):
+        key, _, value = entry.partition("\n")        # a key with no "= value" is a true boolean
+        values[key.removeprefix("patchbench.presend.")] = value
+    found: dict = {}
+    for key, value in values.items():
+        if key == "rules":
+            found["rules"] = _rule_ids(value)
+        elif key == "block":
+            if value not in (*SEVERITIES, NEVER):
+                raise NotChecked(f"git config patchbench.presend.block = {value!r}: "
+                                 f"expected one of {', '.join((*SEVERITIES, NEVER))}")
+            found["block"] = value
+        elif key in ("build", "strict"):
+            found[key] = _bool(key, value)
+        elif key == "timeout":
+            try:
+                found["timeout"] = float(value)
+            except ValueError:
+                found["timeout"] = -1.0
+            if not found["timeout"] > 0:
+                raise NotChecked(f"git config patchbench.presend.timeout = {value!r} is not a number of seconds")
+    return Settings(**found)
+
+
+def _rule_ids(value: str) -> frozenset[str] | None:
+    from patchbench.checks import engine   # the rules' modules: only when a selection is configured
+
+    wanted = frozenset(filter(None, re.split(r"[\s,]+", value)))
+    unknown = sorted(wanted - {module.ID for module in engine.rules()})
+    if unknown:
+        raise NotChecked(f"git config patchbench.presend.rules names unknown rule(s): {', '.join(unknown)}")
+    return wanted or None
+
+
+def strict_configured(repo: Path) -> bool:
+    """patchbench.presend.strict, for a failure that happened before (or while) the settings were read."""
+    try:
+        return read_settings(repo).strict
+    except NotChecked:
+        return False
+
+
+@dataclass
+class Verdict:
+    applied: ApplyResult
+    base_reason: str
+    findings: list[Finding]                          # new in the patches, of the rules selected
+    blocking: list[Finding]                          # the findings that stop the send
+    jobs: list[JobResult] = field(default_factory=list)
+    blocking_jobs: list[JobResult] = field(default_factory=list)
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.blocking or self.blocking_jobs)
+
+    def terse_lines(self) -> list[str]:
+        """The findings, then the build's new diagnostics, in the terse format."""
+        from patchbench.report.findings import terse
+
+        lines = [terse(f) for f in self.findings]
+        if self.jobs:   # the build's report (and its imports) only when there was a build
+            from patchbench.report.jobs import to_terse
+            lines += to_terse(self.jobs)
+        return lines
+
+
+# --- choosing the base ------------------------------------------------------------------------------
+
+def _made_from(git: Git, series: Series) -> tuple[str, str] | None:
+    """(parent, why) of the commit in HEAD's recent history that the series' first patch was made
+    from, matched by `git patch-id --stable`; None when the patch is not committed there."""
+    first = series.patches[0]
+    wanted = git.out("patch-id", "--stable", input=first.diff.encode("utf-8", "surrogateescape")).split()[:1]
+    paths = sorted({p for change in first.files for p in (change.old_path, change.path) if p})
+    if not wanted or not paths:
+        return None
+    code, commits, _ = git.run("rev-list", f"--max-count={HISTORY_SEARCHED}", "--no-merges", "HEAD", check=False)
+    if code != 0 or not commits.strip():
+        return None
+    # Porcelain `log -p`, as format-patch: both follow the user's diff settings, so the ids agree.
+    history = git.run("log", "--no-walk=unsorted", "--stdin", "-p", "--no-color", "--no-ext-diff",
+                      "--no-textconv", "--format=commit %H", "--", *paths, input=commits.encode())[1]
+    for line in git.out("patch-id", "--stable", input=history.encode("utf-8", "surrogateescape")).splitlines():
+        patch_id, commit = line.split()
+        if patch_id == wanted[0]:
+            parent = git.commit_exists(commit + "^")
+            if parent:
+                return parent, f"parent of {commit[:12]}, the commit patch {first.index} was made from"
+    return None
+
+
+def _target_merge_base(git: Git, series: Series) -> tuple[str, str] | None:
+    """(merge-base of HEAD and the target branch, why): the branch of the tree named in the subject
+    (patchbench.<tree>.base, or a branch named after it), else HEAD's upstream."""
+    from patchbench.tree.base import tree_branch
+
+    found = tree_branch(git, series.tree) if series.tree else None
+    if found is None:
+        upstream = git.commit_exists("HEAD@{upstream}")
+        found = (upstream, "HEAD's upstream") if upstream else None
+    if found is None:
+        return None
+    code, merge_base, _ = git.run("merge-base", "HEAD", found[0], check=False)
+    return (merge_base.strip(), f"merge-base of HEAD and {found[1]}") if code == 0 else None
+
+
+def choose_base(git: Git, series: Series) -> tuple[str, str]:
+    """(commit, why) the outgoing patches are applied onto.
+
+    The series' `base-commit:` when the check starts at patch 1 and the repository has it; else the
+    parent of the commit the first patch was made from (so that patch 3 of 5, checked alone, goes
+    where it belongs); else the merge-base of HEAD and the target branch; else HEAD.
+    """
+    if series.base_commit and series.patches[0].index == 1:
+        sha = git.commit_exists(series.base_commit) if re.fullmatch(r"[0-9a-fA-F]{7,64}", series.base_commit) else None
+        if sha:
+            return sha, "base-commit: of the series"
+    for way in (_made_from, _target_merge_base):
+        if found := way(git, series):
+            return found
+    head = git.commit_exists("HEAD")
+    if head is None:
+        raise NotChecked(f"{git.git_dir}: HEAD is not a commit")
+    return head, "HEAD"
+
+
+def _require_kernel_tree(git: Git, commit: str, repo: Path) -> None:
+    answers = git.out("cat-file", "--batch-check", input=f"{commit}:Kbuild\n{commit}:MAINTAINERS\n".encode())
+    if "missing" in answers:
+        raise NotChecked(f"{repo} is not a Linux kernel tree (no Kbuild and MAINTAINERS at {commit[:12]})")
+
+
+# --- progress and time limit --------------------------------------------------------------------------
+
+class Progress:
+    """Says what the gate is doing once it has taken longer than PROGRESS_AFTER, then at every step."""
+
+    def __init__(self, write: Callable[[str], None] | None):
+        self.write = write
+        self.started = time.monotonic()
+        self.current = ""
+        self.shown = False
+        self.lock = threading.Lock()
+        self.timer = threading.Timer(PROGRESS_AFTER, self._show) if write else None
+        if self.timer:
+            self.timer.daemon = True
+            self.timer.start()
+
+    def _show(self) -> None:
+        with self.lock:
+            self.shown = True
+            if self.current:
+                self.write(f"patchbench: {self.current} ({time.monotonic() - self.started:.1f} s)")
+
+    def step(self, text: str) -> None:
+        with self.lock:
+            self.current = text
+        if self.shown:
+            self._show()
+
+    def stop(self) -> None:
+        if self.timer:
+            self.timer.cancel()
+
+
+class _TimedOut(Exception):
+    pass
+
+
+@contextmanager
+def time_limit(seconds: float):
+    """Raise NotChecked when the block runs longer than `seconds` (SIGALRM; main thread only)."""
+    def expire(signum, frame):
+        raise _TimedOut
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    except _TimedOut:
+        raise NotChecked(f"the check took longer than {seconds:g} s (git config patchbench.presend.timeout)") from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+# --- the check ----------------------------------------------------------------------------------------
+
+def load_outgoing(source: str) -> Series:
+    """The series in the outgoing mail(s) at `source`; NotChecked when there is no patch in it."""
+    try:
+        return load_series(source)
+    except BadInput as exc:
+        raise NotChecked(str(exc)) from None
+
+
+def check_outgoing(repo: Path, series: Series, settings: Settings,
+                   progress: Callable[[str], None] | None = None) -> Verdict:
+    """Apply `series` in isolation to `repo` onto `choose_base`, check it (and build it when
+    configured), and judge it by `settings`. Raises NotChecked when it cannot be judged."""
+    shown = Progress(progress)
+    try:
+        with time_limit(settings.timeout):
+            return _check(repo, series, settings, shown)
+    except (BadInput, GitFailed) as exc:
+        raise NotChecked(str(exc)) from None
+    finally:
+        shown.stop()
+
+
+def _check(repo: Path, series: Series, settings: Settings, progress: Progress) -> Verdict:
+    from patchbench.checks.patches import check_applied
+    from patchbench.tree import apply_series, series_ref
+
+    git = Git(open_repository(repo))
+    base, reason = choose_base(git, series)
+    _require_kernel_tree(git, base, repo)
+    count = f"{len(series.patches)} patch{'es' * (len(series.patches) != 1)}"
+    progress.step(f"applying {count} onto {base[:12]} ({reason})")
+    ref = series_ref(series, base)    # where apply keeps the commits: the gate keeps nothing
+    kept = git.commit_exists(ref)     # ... but a `patchbench apply` of the user's made it first
+    try:
+        applied = apply_series(series, repo, base)
+        if applied.failed:
+            failed = applied.failed
+            where = f" ({failed.file})" if failed.file else ""
+            raise NotChecked(f"patch {failed.index} does not apply to {base[:12]} ({reason}){where}: {failed.reason}")
+        progress.step(f"checking {count}")
+        findings = [f for f in check_applied(applied).findings
+                    if settings.rules is None or f.rule in settings.rules]
+        jobs = []
+        if settings.build:
+            progress.step(f"building the objects {count} touch")
+            jobs = _build(applied, settings, quiet=progress.write is None)
+    finally:
+        if not kept:
+            git.run("update-ref", "-d", ref, check=False)
+    blocking_jobs = [job for job in jobs if _job_blocks(job, settings)]
+    errored = [job for job in jobs if job.status == "error"]
+    if errored:
+        raise NotChecked(f"the build could not run: {errored[0].reason}")
+    return Verdict(applied, reason, findings, [f for f in findings if settings.blocks(f.severity)],
+                   jobs, blocking_jobs)
+
+
+def _job_blocks(job: JobResult, settings: Settings) -> bool:
+    """A failed build blocks by its new diagnostics' kinds; one that broke without any, as an error."""
+    kinds = {d.kind for d in job.new_warnings} or {"error"}
+    return job.status == "fail" and any(settings.blocks(kind) for kind in kinds)
+
+
+def _build(applied: ApplyResult, settings: Settings, quiet: bool) -> list[JobResult]:
+    """`patchbench build`'s objects jobs with its defaults, within the gate's time limit; `quiet`
+    drops the build's progress lines (b4 counts every stderr line as a failure)."""
+    from patchbench.commands.build import add_dispatch_arguments, dispatch
+
+    parser = argparse.ArgumentParser()
+    add_dispatch_arguments(parser)
+    args = parser.parse_args([])
+    args.build_timeout = settings.timeout
+    with redirect_stderr(io.StringIO()) if quiet else nullcontext():
+        return dispatch(applied, args, objects=True, kernel=False, boot=False)
