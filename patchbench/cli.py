@@ -14,7 +14,7 @@ import sys
 from patchbench import __version__
 from patchbench.errors import BadInput
 
-COMMANDS = ("series", "apply", "check", "lint", "run", "build", "boot", "results")
+COMMANDS = ("series", "apply", "check", "lint", "run", "build", "boot", "results", "bot")
 
 
 class _Parser(argparse.ArgumentParser):
