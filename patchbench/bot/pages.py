@@ -90,6 +90,8 @@ def _details(result: dict) -> list[str]:
         flag = f" [{_e(warning['flag'])}]" if warning.get("flag") else ""
         body.append(f"<p>new {_e(warning['kind'])}: <code>{_e(warning['file'])}:{warning['line']}</code> "
                     f"{_e(warning['function'] or '')}: {_e(warning['message'])}{flag}</p>")
+    if result.get("reason"):
+        body.append(f"<pre>{_e(result['reason'])}</pre>")
     if result.get("excerpt"):
         body.append("<h3>boot console</h3>")
         body.append(f"<pre>{_e(result['excerpt'])}</pre>")

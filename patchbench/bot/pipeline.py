@@ -51,7 +51,7 @@ def series_meta(series: dict) -> dict:
         "id": series["id"], "name": series.get("name") or "", "version": series.get("version") or 1,
         "web_url": series.get("web_url"), "total": series.get("total"),
         "submitter": series.get("submitter") or {},
-        "cover": {"msgid": cover["msgid"], "name": cover.get("name", "")} if cover else None,
+        "cover": {"id": cover["id"], "msgid": cover["msgid"], "name": cover.get("name", "")} if cover else None,
         "patches": [{"id": p["id"], "msgid": p["msgid"], "name": p.get("name", ""), "web_url": p.get("web_url")}
                     for p in series.get("patches", [])],
     }
@@ -80,19 +80,20 @@ def run_series(series: dict, mbox: bytes, tree: Path, project: Project) -> dict:
                     "results": [_result("apply", None, "warning", _one_line(f"not tested: {exc}"))]}
     by_index = _patch_ids(meta, loaded)
     total = len(loaded.patches)
+    onto = f"{loaded.tree} at {applied.base[:12]}" if base else applied.base[:12]
+    reason = f"{loaded.tree} is {base} in the bot's configuration" if base else applied.base_reason
     outcome = {**meta, "status": "applied", "tree": loaded.tree, "base": applied.base,
-               "base_reason": applied.base_reason, "ref": applied.ref, "results": []}
+               "base_reason": reason, "ref": applied.ref, "results": []}
     results = outcome["results"]
     if applied.failed:
         failed = applied.failed
         where = ", ".join(part for part in (failed.file, failed.hunk) if part)
         results.append(_result("apply", None, "fail", _one_line(
-            f"patch {failed.index}/{total} does not apply to {applied.base[:12]}"
-            + (f": {where}" if where else "") + f" ({failed.reason})"), failed_patch=failed.index))
+            f"patch {failed.index}/{total} does not apply to {onto}" + (f": {where}" if where else "")),
+            failed_patch=failed.index, reason=failed.reason))
         outcome["status"] = "apply-failed"
         return outcome
-    results.append(_result("apply", None, "success",
-                           f"applied to {applied.base[:12]} ({applied.base_reason})"))
+    results.append(_result("apply", None, "success", _one_line(f"applied to {onto} ({reason})")))
     if "check" in project.stages:
         results += _static_results(applied, by_index)
     if ("build" in project.stages or "boot" in project.stages) and applied.applied:
@@ -122,7 +123,9 @@ def _one_line(text: str, limit: int = 200) -> str:
 
 
 def _static_results(applied: ApplyResult, by_index: dict[int, int]) -> list[dict]:
-    checked = check_applied(applied)
+    # In-process: a series touches a few files, and a long-running daemon should not fork a pool per
+    # series (a fork from a process that has run earlier pools hung here once, in a worker's futex).
+    checked = check_applied(applied, jobs=1)
     results = []
     with BlobReader(git_dir_of(applied.repo)) as blobs:
         for patch in checked.patches:

@@ -68,6 +68,8 @@ def _body(outcome: dict, failing: list[dict], submitter: dict, url: str | None) 
              f"v{outcome['version']}) and found the following.", ""]
     for result in failing:
         lines.append(f"[{result['stage']}] {result['description']}")
+        if result.get("reason"):
+            lines += ["", *("    " + line for line in result["reason"].splitlines())]
         for finding in result.get("findings", []):
             lines.append(f"{finding['file']}:{finding['line']}: {finding['severity']}: {finding['rule']}: "
                          f"{finding['message']} (in {finding['function']}())")
