@@ -19,6 +19,9 @@ from email.utils import formatdate, parseaddr
 from pathlib import Path
 
 SIGNATURE = "-- \npatchbench CI bot"
+# Headers unfolded: a folded In-Reply-To (a long Message-Id) comes back with a leading blank from
+# some parsers, and list tools match it as text.
+POLICY = SMTP.clone(max_line_length=998)
 
 
 def compose(outcome: dict, sender: str, extra_to: list[str], pages_url_of) -> list[tuple[str, str]]:
@@ -45,7 +48,7 @@ def _message(outcome: dict, parent: dict, failing: list[dict], sender: str, extr
     domain = parseaddr(sender)[1].partition("@")[2] or "patchbench.invalid"
     message_id = f"<patchbench-{outcome['id']}-{parent['id']}-{digest}@{domain}>"
     submitter = outcome.get("submitter") or {}
-    msg = EmailMessage(policy=SMTP)
+    msg = EmailMessage(policy=POLICY)
     msg["From"] = sender
     to = [f"{submitter.get('name') or ''} <{submitter['email']}>".strip()] if submitter.get("email") else []
     msg["To"] = ", ".join(to + list(extra_to)) or sender
@@ -95,7 +98,7 @@ class SmtpSender:
         self.host, self.port, self.timeout = host, port, timeout
 
     def send(self, message_id: str, text: str) -> None:
-        msg = message_from_string(text, policy=SMTP)
+        msg = message_from_string(text, policy=POLICY)
         with smtplib.SMTP(self.host, self.port, timeout=self.timeout) as smtp:
             smtp.send_message(msg)
 
