@@ -181,5 +181,8 @@ def serve(pages_dir: Path, bind: str, port: int) -> int:
         raise BadInput(f"cannot listen on {bind}:{port}: {exc.strerror}") from None
     print(f"serving {pages_dir} on http://{bind}:{server.server_address[1]}/", flush=True)
     with server:
-        server.serve_forever()
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:   # SIGTERM or ^C: the normal way to stop serving
+            pass
     return 0
