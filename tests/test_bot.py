@@ -143,43 +143,56 @@ def test_api_errors_back_off_rate_limits_wait_token_never_shown(setup, tmp_path)
 
 
 def test_sigkill_at_random_points_loses_and_doubles_nothing(setup, tmp_path):
-    """10 runs: SIGKILL the bot at a random moment (up to twice), restart it, compare with a clean run."""
+    """A clean run, then 10 runs SIGKILLed and restarted: odd runs at random moments within the clean
+    run's duration (once or twice), even runs right after patchwork created the k-th check (random
+    k) and before the bot saw the answer. Every run ends with the clean run's checks and mails."""
     from tests.support.smtp import SmtpSink
 
     rng = random.Random(20261201)
-    reference = None
-    for run in range(10):
+    reference, duration = None, None
+    for run in range(11):
         state = tmp_path / f"run{run}"
         with PatchworkServer() as pw, SmtpSink() as smtp:
             series = load(pw, setup["queue"])
             extra = ("--wait-incomplete", "0", "--smtp", f"127.0.0.1:{smtp.port}")
             kills = []
-            for _ in range(2 if run % 2 else 1):
+            for attempt in range(0 if run == 0 else 1 + run % 2):
                 process = subprocess.Popen(bot_argv(pw, setup, state, "--once", *extra), cwd=ROOT,
                                            env={**os.environ, "PYTHONPATH": str(ROOT)},
                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                delay = rng.uniform(0.2, 6.0)
+                if run % 2 == 0:
+                    k = rng.randint(1, 21)
+                    pw.after_check_created = lambda n, k=k, p=process: n == k and p.send_signal(signal.SIGKILL)
+                    process.wait(timeout=600)
+                    pw.after_check_created = None
+                    kills.append(f"after check {k}")
+                    continue
+                delay = rng.uniform(0.3, duration)
                 try:
                     process.wait(timeout=delay)
                 except subprocess.TimeoutExpired:
                     process.send_signal(signal.SIGKILL)
                     process.wait()
-                    kills.append(round(delay, 2))
+                    kills.append(f"at {delay:.2f} s ({len(pw.all_checks())} checks, {len(smtp.messages)} mails)")
+            started = time.monotonic()
             final = run_bot(pw, setup, state, *extra)
+            if run == 0:
+                duration = time.monotonic() - started
             assert final.returncode == 0, final.stderr
             checks = posted(pw)
             mails = sorted((m["In-Reply-To"], m["Message-Id"]) for m in smtp.messages)
-            assert len(checks) == len(set(checks)), f"run {run} (killed at {kills}): a check posted twice"
-            assert len(mails) == len({m[1] for m in mails}), f"run {run} (killed at {kills}): a mail sent twice"
+            assert len(checks) == len(set(checks)), f"run {run} (killed {kills}): a check posted twice"
+            assert len(mails) == len({m[1] for m in mails}), f"run {run} (killed {kills}): a mail sent twice"
             assert set(checks) == expected_checks(series, setup["base"], incomplete_reported=True), \
-                f"run {run} (killed at {kills})"
+                f"run {run} (killed {kills})"
             assert pw.violations == []
             # the same queue in a fresh stand-in gets the same ids, so whole runs compare directly
             outcome = (sorted(checks), [m[0] for m in mails])
             if reference is None:
                 reference = outcome
-            assert outcome == reference, f"run {run} (killed at {kills}) differs from run 0"
-    assert len(reference[1]) == 4   # buggy, broken (series), v1, v2
+            assert outcome == reference, f"run {run} (killed {kills}) differs from the clean run"
+            print(f"run {run}: killed {kills}")
+    assert len(reference[0]) == 22 and len(reference[1]) == 4   # mails: buggy, broken (series), v1, v2
 
 
 def test_reply_mail_is_threaded_plain_text_and_sent_once(setup, tmp_path):

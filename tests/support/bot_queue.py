@@ -22,7 +22,10 @@ def mails(repo: Path, base: str, patches, out: Path, prefix: str = "PATCH net-ne
           title: str = "tun, tap: take the ptr_ring consumer lock in one helper") -> list[bytes]:
     """The cover letter (titled `title`) and patches, as bytes, in order."""
     files = format_patch(repo, base, commit_series(repo, base, patches), out, f"--subject-prefix={prefix}")
-    texts = [Path(f).read_bytes() for f in files]
+    # format-patch's Message-Ids are <commit>.<seconds>.git.<author>: two series sharing a commit, made
+    # within a second, would share one, and patchwork drops a mail whose Message-Id it already has.
+    texts = [Path(f).read_bytes().replace(b".git.ada@example.org>", f".{out.name}.git.ada@example.org>".encode())
+             for f in files]
     texts[0] = texts[0].replace(b"*** SUBJECT HERE ***", title.encode()).replace(
         b"*** BLURB HERE ***", b"Two ring consumers get a helper that holds the consumer lock.")
     return texts
@@ -32,7 +35,7 @@ def build_queue(repo: Path, base: str, out: Path) -> dict[str, tuple[list[bytes]
     """name -> (mails, total override or None), in the order they are posted."""
     clean = mails(repo, base, [tun_patch(TUN_HELPER), tap_patch(TAP_HELPER)], out / "clean")
     buggy = mails(repo, base, [tun_patch(TUN_HELPER), tap_patch(TAP_HELPER_NO_LOCK)], out / "buggy")
-    broken = list(clean)
+    broken = mails(repo, base, [tun_patch(TUN_HELPER), tap_patch(TAP_HELPER)], out / "broken")
     old = b"-\t\tskb = ptr_ring_consume(&q->ring);"
     assert old in broken[2]
     broken[2] = broken[2].replace(old, b"-\t\tskb = ptr_ring_consume(&q->rings);")

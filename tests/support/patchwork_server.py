@@ -80,6 +80,8 @@ class PatchworkServer:
         self.requests: list[tuple[str, str, str]] = []   # (method, path with query, user agent)
         self.faults: list[Fault] = []
         self.fault_every: tuple[int, Fault] | None = None
+        # called with the number of checks created so far, after creating one and before answering
+        self.after_check_created = None
         self.bot_user = {"id": 1, "username": "patchbench-bot", "first_name": "", "last_name": "",
                          "email": "bot@example.org"}
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -114,6 +116,9 @@ class PatchworkServer:
             w = self.world
             proj = next(p for p in w.projects if p["link_name"] == project)
             parsed = [_parse_mail(raw) for raw in mails]
+            known = {item["msgid"] for item in [*w.patches.values(), *w.covers.values()]}
+            if any(mail["msgid"] in known for mail in parsed):
+                raise ValueError("a mail with this Message-Id is filed already (patchwork drops it)")
             first = parsed[0]
             sid = w.new_id()
             person = self._person(first["from"])
@@ -274,6 +279,9 @@ class PatchworkServer:
         with self.lock:
             self._current = path   # the page links of this answer point back at it
             status, extra, payload = self._route(method, path, query, headers, body)
+            created = sum(len(checks) for checks in self.world.checks.values())
+        if method == "POST" and status == 201 and self.after_check_created is not None:
+            self.after_check_created(created)
         if isinstance(payload, (dict, list)):
             data = json.dumps(payload).encode()
             if path.startswith("/api/"):
