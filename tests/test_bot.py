@@ -252,3 +252,56 @@ def test_bad_input_is_one_line(setup, tmp_path):
                                     cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert not_a_tree.returncode == 2 and "is not a git repository" in not_a_tree.stderr
         assert not (tmp_path / "db").exists()
+        argv = bot_argv(pw, setup, tmp_path, "--once")
+        argv[argv.index("--project") + 1] = "nodev"
+        unknown = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True,
+                                 env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert unknown.returncode == 2 and "has no project 'nodev'" in unknown.stderr
+        bad_branch = tmp_path / "bad.toml"
+        bad_branch.write_text('[projects.netdev.trees]\nnet = "no-such-branch"\n')
+        result = run_bot(pw, setup, tmp_path, "--config", str(bad_branch))
+        assert result.returncode == 2 and "the net tree's base 'no-such-branch' is not a commit" in result.stderr
+
+
+def test_the_stand_in_catches_a_request_the_spec_forbids():
+    """The validation the other tests rely on is not vacuous: a check the spec does not allow is reported."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    with PatchworkServer() as pw:
+        pw.add_project(PROJECT, LIST_ID)
+        for body, category in (({"state": "bogus", "context": "has space"}, None), (None, "no-such-category")):
+            url = f"{pw.url}/api/1.3/" + ("patches/1/checks/" if body else f"events/?category={category}")
+            request = urllib.request.Request(url, data=json.dumps(body).encode() if body else None,
+                                             headers={"User-Agent": "patchbench-bot", "Content-Type": "application/json",
+                                                      "Authorization": f"Token {TOKEN}"})
+            try:
+                urllib.request.urlopen(request, timeout=30).read()
+            except urllib.error.HTTPError:
+                pass
+        assert len(pw.violations) == 2, pw.violations
+        assert "POST /api/1.3/patches/1/checks/" in pw.violations[0]
+        assert "InvalidParameter" in pw.violations[1] and "category" in pw.violations[1]
+
+
+def test_the_loop_picks_up_a_series_posted_later_and_stops_on_sigterm(setup, tmp_path):
+    with PatchworkServer() as pw:
+        series = load(pw, {"clean": setup["queue"]["clean"]})
+        process = subprocess.Popen(bot_argv(pw, setup, tmp_path, "--interval", "0.5"), cwd=ROOT,
+                                   env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 300
+            while len(pw.all_checks()) < 4 and time.monotonic() < deadline:
+                time.sleep(0.5)
+            series.update(buggy=pw.add_series(PROJECT, setup["queue"]["buggy"][0]))
+            while len(pw.all_checks()) < 8 and time.monotonic() < deadline:
+                time.sleep(0.5)
+        finally:
+            process.terminate()
+            _, stderr = process.communicate(timeout=120)
+        assert process.returncode == 0 and stderr.rstrip().endswith("INFO stopped"), stderr
+        want = {c for c in expected_checks({**series, **{k: {"patches": []} for k in ("broken", "partial", "v1", "v2")}},
+                                           setup["base"], incomplete_reported=False)}
+        assert set(posted(pw)) == want and len(posted(pw)) == 8
+        assert pw.violations == []

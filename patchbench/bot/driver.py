@@ -20,7 +20,7 @@ from pathlib import Path
 
 from patchbench.bot import pages, replies
 from patchbench.bot.patchwork import Patchwork, PatchworkError
-from patchbench.bot.pipeline import Project, checks_of, incomplete_outcome, run_series
+from patchbench.bot.pipeline import Project, checks_of, failed_outcome, incomplete_outcome, run_series
 from patchbench.bot.store import PendingCheck, Store
 
 log = logging.getLogger("patchbench.bot")
@@ -45,14 +45,15 @@ class Bot:
     def forever(self, interval: float, sleep=time.sleep) -> None:
         failures = 0
         while True:
+            wait = interval
             try:
                 self.once()
                 failures = 0
             except PatchworkError as exc:
                 failures += 1
-                log.error("%s; next round in %.0f s", exc, min(interval * 2 ** failures, 3600))
-                sleep(min(interval * 2 ** failures, 3600) - interval)
-            sleep(interval)
+                wait = max(interval, min(interval * 2 ** failures, 3600.0))   # patchwork down: back off
+                log.error("%s; next round in %.0f s", exc, wait)
+            sleep(wait)
 
     # -- events -> series to run -----------------------------------------------------------------
     def poll(self) -> None:
@@ -81,7 +82,12 @@ class Bot:
         for series_id, _ in self.store.series_with(self.project.name, "ready"):
             series = self.client.series(series_id)
             log.info("series %d: running %r v%s", series_id, series.get("name"), series.get("version"))
-            outcome = run_series(series, self.client.mbox(series["mbox"]), self.tree, self.project)
+            mbox = self.client.mbox(series["mbox"])
+            try:
+                outcome = run_series(series, mbox, self.tree, self.project)
+            except Exception as exc:   # a bug of ours must not stop the bot, nor pass silently
+                log.exception("series %d: patchbench failed", series_id)
+                outcome = failed_outcome(series, exc)
             self.finish(outcome)
 
     def finish(self, outcome: dict) -> None:

@@ -66,7 +66,7 @@ def _header(outcome: dict) -> list[str]:
     return lines
 
 
-def _results_table(results: list[dict], patches: dict[int, dict], outcome: dict) -> list[str]:
+def _results_table(results: list[dict], patches: dict[int, dict]) -> list[str]:
     rows = ["<table><tr><th>stage</th><th>patch</th><th>state</th><th>description</th></tr>"]
     for result in results:
         patch = patches.get(result["patch"])
@@ -100,7 +100,7 @@ def _details(result: dict) -> list[str]:
 
 def _series_page(outcome: dict) -> str:
     patches = {p["id"]: p for p in outcome["patches"]}
-    body = _header(outcome) + ["<h2>results</h2>"] + _results_table(outcome["results"], patches, outcome)
+    body = _header(outcome) + ["<h2>results</h2>"] + _results_table(outcome["results"], patches)
     body.append("<h2>patches</h2><ol>")
     body += [f'<li><a href="patch-{p["id"]}.html">{_e(p["name"])}</a></li>' for p in outcome["patches"]]
     body.append("</ol>")
@@ -116,7 +116,7 @@ def _patch_page(outcome: dict, patch: dict) -> str:
             f'<p>patch {patch["id"]} of <a href="index.html">{_e(outcome["name"] or "the series")}</a>'
             + (f' (<a href="{_e(patch["web_url"])}">on patchwork</a>)' if patch.get("web_url") else "")
             + f"; Message-Id <code>{_e(patch['msgid'])}</code></p>"]
-    body += _results_table(mine, {patch["id"]: patch}, outcome)
+    body += _results_table(mine, {patch["id"]: patch})
     for result in mine:
         body += _details(result)
     return _document(patch["name"], body)

@@ -65,6 +65,12 @@ def incomplete_outcome(series: dict) -> dict:
             "results": [_result("apply", None, "warning", text)]}
 
 
+def failed_outcome(series: dict, exc: Exception) -> dict:
+    """patchbench itself failed on the series: said on every patch, as a warning (not the author's fault)."""
+    text = _one_line(f"not tested: patchbench failed ({type(exc).__name__}: {exc}); the operator is told")
+    return {**series_meta(series), "status": "error", "results": [_result("apply", None, "warning", text)]}
+
+
 def run_series(series: dict, mbox: bytes, tree: Path, project: Project) -> dict:
     """The outcome of testing patchwork series `series` (its mbox downloaded) on `tree`."""
     meta = series_meta(series)

@@ -182,9 +182,6 @@ class Store:
         with self.transaction():
             self._run("UPDATE mails SET sent = 1 WHERE message_id = ?", (message_id,))
 
-    def all_checks(self) -> list[tuple]:
-        return self._run("SELECT patch, context, state, description, posted FROM checks ORDER BY patch, context")
-
 
 class _Transaction:
     """BEGIN … COMMIT, or ROLLBACK on an exception; one level (the store never nests them)."""

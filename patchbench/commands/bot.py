@@ -80,22 +80,42 @@ def _run_bot(args, token: str | None, cache: Path, pages_dir: Path) -> int:
     from patchbench.bot.driver import Bot
     from patchbench.bot.patchwork import Patchwork
     from patchbench.bot.store import Store
-    from patchbench.tree.git import open_repository
+    from patchbench.tree.git import Git, open_repository
 
-    open_repository(args.tree)   # a bad --tree is a usage error now, not after the first series arrives
-    project = project_config(args)
+    git = Git(open_repository(args.tree))   # a bad --tree or tree branch is a usage error now, not
+    project = project_config(args)           # after the first series arrives
+    for tree, rev in project.trees.items():
+        if git.commit_exists(rev) is None:
+            raise BadInput(f"--config: the {tree} tree's base {rev!r} is not a commit in {args.tree}")
     sender = _sender(args)
     store = Store(args.db or str(cache / "bot.sqlite"))
     try:
-        bot = Bot(Patchwork(args.patchwork, token), store, project, args.tree, pages_dir, args.pages_url,
-                  sender, args.mail_from, since=args.since)
+        client = Patchwork(args.patchwork, token)
+        _known_project(client, args.project)
+        bot = Bot(client, store, project, args.tree, pages_dir, args.pages_url, sender, args.mail_from,
+                  since=args.since)
         if args.once:
             left = bot.once()
             return 1 if left else 0
-        bot.forever(args.interval)
+        try:
+            bot.forever(args.interval)
+        except KeyboardInterrupt:   # SIGTERM (systemctl stop) or ^C between or inside rounds
+            logging.getLogger("patchbench.bot").info("stopped")
         return 0
     finally:
         store.close()
+
+
+def _known_project(client, name: str) -> None:
+    """Patchwork answers events of an unknown project with an empty list: ask about the project first."""
+    from patchbench.bot.patchwork import PatchworkError
+
+    try:
+        client.project(name)
+    except PatchworkError as exc:
+        if exc.status == 404:
+            raise BadInput(f"patchwork at {client.base} has no project {name!r}") from None
+        raise
 
 
 def project_config(args):
