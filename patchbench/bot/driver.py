@@ -123,14 +123,15 @@ class Bot:
                 self.store.post_failed("checks", "patch = ? AND context = ?", (check.patch, check.context))
                 left += 1
         for message_id, text in self.store.unsent_mails() if self.sender is not None else []:
+            sent = []
             try:
-                self.sender.send(message_id, text)
-            except OSError as exc:
+                self.sender.send(message_id, text, lambda: (self.store.mail_sent(message_id), sent.append(1)))
+            except OSError as exc:   # smtplib's errors are OSErrors too
+                if sent:   # taken and recorded; only the goodbye failed
+                    continue
                 log.error("mail %s: %s", message_id, exc)
                 self.store.post_failed("mails", "message_id = ?", (message_id,))
                 left += 1
-                continue
-            self.store.mail_sent(message_id)
         return left
 
 

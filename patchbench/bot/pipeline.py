@@ -161,6 +161,9 @@ def _dispatch_results(applied: ApplyResult, project: Project, by_index: dict[int
 
     options = {"config": [], "sparse": False, "no_sandbox": False, "build_timeout": 3600.0,
                "boot_timeout": 60.0, "cache": None, "results": None, "logs": None, **project.build_options}
+    options["config"] = [Path(fragment) for fragment in options["config"]]   # TOML gives strings
+    for key in ("cache", "results", "logs"):
+        options[key] = Path(options[key]) if options[key] else None
     boot = "boot" in project.stages
     jobs = dispatch(applied, SimpleNamespace(**options), objects="build" in project.stages,
                     kernel=boot, boot=boot)

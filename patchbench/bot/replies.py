@@ -97,10 +97,13 @@ class SmtpSender:
     def __init__(self, host: str, port: int, timeout: float = 60.0):
         self.host, self.port, self.timeout = host, port, timeout
 
-    def send(self, message_id: str, text: str) -> None:
+    def send(self, message_id: str, text: str, accepted) -> None:
+        """Send; `accepted()` is called as soon as the server has taken the mail, before QUIT, so that
+        the outbox records it within moments of the one point after which a resend would double it."""
         msg = message_from_string(text, policy=POLICY)
         with smtplib.SMTP(self.host, self.port, timeout=self.timeout) as smtp:
             smtp.send_message(msg)
+            accepted()
 
 
 class MaildirSender:
@@ -111,11 +114,11 @@ class MaildirSender:
         for sub in ("tmp", "new", "cur"):
             (root / sub).mkdir(parents=True, exist_ok=True)
 
-    def send(self, message_id: str, text: str) -> None:
+    def send(self, message_id: str, text: str, accepted) -> None:
         name = "patchbench-" + hashlib.sha256(message_id.encode()).hexdigest()[:32]
-        if any(any((self.root / sub).glob(name + "*")) for sub in ("new", "cur")):
-            return  # written before a restart: a mail is never there twice
-        scratch = self.root / "tmp" / name
-        scratch.write_text(text, encoding="utf-8")
-        os.replace(scratch, self.root / "new" / name)
+        if not any(any((self.root / sub).glob(name + "*")) for sub in ("new", "cur")):
+            scratch = self.root / "tmp" / name   # (else written before a restart: never there twice)
+            scratch.write_text(text, encoding="utf-8")
+            os.replace(scratch, self.root / "new" / name)
+        accepted()
 
