@@ -142,43 +142,61 @@ def test_api_errors_back_off_rate_limits_wait_token_never_shown(setup, tmp_path)
         assert len(posted(pw)) == len({p["id"] for p in series["buggy"]["patches"]}) * 2
 
 
+class Killer:
+    """SIGKILLs the bot from inside the stand-in once the n-th request (or the n-th check created) is
+    handled, before the bot sees the answer."""
+
+    def __init__(self, process, after: int, checks_only: bool):
+        self.process, self.after, self.checks_only, self.seen = process, after, checks_only, 0
+
+    def __call__(self, method: str, path: str, status: int) -> None:
+        if self.checks_only and not (method == "POST" and status == 201):
+            return
+        self.seen += 1
+        if self.seen == self.after:
+            self.process.send_signal(signal.SIGKILL)
+
+
 def test_sigkill_at_random_points_loses_and_doubles_nothing(setup, tmp_path):
-    """A clean run, then 10 runs SIGKILLed and restarted: odd runs at random moments within the clean
-    run's duration (once or twice), even runs right after patchwork created the k-th check (random
-    k) and before the bot saw the answer. Every run ends with the clean run's checks and mails."""
+    """A clean run, then 10 runs SIGKILLed and restarted, at random points: after the n-th request to
+    patchwork, after the k-th check created (before the bot saw the answer), or at a random moment
+    within the clean run's duration (twice in some runs). Every run ends as the clean run did."""
     from tests.support.smtp import SmtpSink
 
     rng = random.Random(20261201)
-    reference, duration = None, None
+    reference, duration, requests = None, None, None
     for run in range(11):
         state = tmp_path / f"run{run}"
         with PatchworkServer() as pw, SmtpSink() as smtp:
             series = load(pw, setup["queue"])
             extra = ("--wait-incomplete", "0", "--smtp", f"127.0.0.1:{smtp.port}")
             kills = []
-            for attempt in range(0 if run == 0 else 1 + run % 2):
+            for attempt in range(0 if run == 0 else 1 + (run % 4 == 3)):
                 process = subprocess.Popen(bot_argv(pw, setup, state, "--once", *extra), cwd=ROOT,
                                            env={**os.environ, "PYTHONPATH": str(ROOT)},
                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                if run % 2 == 0:
-                    k = rng.randint(1, 21)
-                    pw.after_check_created = lambda n, k=k, p=process: n == k and p.send_signal(signal.SIGKILL)
+                if run % 3 != 0:
+                    checks_only = run % 3 == 1
+                    after = rng.randint(1, 21) if checks_only else rng.randint(1, requests - 1)
+                    pw.observer = Killer(process, after, checks_only)
                     process.wait(timeout=600)
-                    pw.after_check_created = None
-                    kills.append(f"after check {k}")
+                    pw.observer = None
+                    if process.returncode == -signal.SIGKILL:
+                        kills.append(f"after {'check' if checks_only else 'request'} {after}")
                     continue
-                delay = rng.uniform(0.3, duration)
+                delay = rng.uniform(0.3, 0.6 * duration)
                 try:
                     process.wait(timeout=delay)
                 except subprocess.TimeoutExpired:
                     process.send_signal(signal.SIGKILL)
                     process.wait()
                     kills.append(f"at {delay:.2f} s ({len(pw.all_checks())} checks, {len(smtp.messages)} mails)")
-            started = time.monotonic()
+            started, before = time.monotonic(), len(pw.requests)
             final = run_bot(pw, setup, state, *extra)
             if run == 0:
-                duration = time.monotonic() - started
+                duration, requests = time.monotonic() - started, len(pw.requests) - before
             assert final.returncode == 0, final.stderr
+            assert run == 0 or kills, f"run {run}: the bot was never killed"
             checks = posted(pw)
             mails = sorted((m["In-Reply-To"], m["Message-Id"]) for m in smtp.messages)
             assert len(checks) == len(set(checks)), f"run {run} (killed {kills}): a check posted twice"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 from patchbench.bot import pages, replies
@@ -62,8 +61,9 @@ class Bot:
             events = self.client.events(self.project.name, category, since)
             for event in events:
                 series = event["payload"]["series"]
+                # first seen now: patchwork's event dates are in the server's own, unnamed time zone
                 self.store.note_series(series["id"], self.project.name, series.get("name") or "",
-                                       series.get("version") or 1, status, _timestamp(event["date"]))
+                                       series.get("version") or 1, status)
             if events:
                 self.store.set_since(self.project.name, category, events[-1]["date"])
                 log.info("%d %s event(s) since %s", len(events), category, since or "the start")
@@ -73,14 +73,18 @@ class Bot:
         for series_id, first_seen in self.store.series_with(self.project.name, "waiting"):
             if now - first_seen < self.project.wait_incomplete:
                 continue
-            series = self.client.series(series_id)
+            series = self._series(series_id)
+            if series is None:
+                continue
             if series.get("received_all"):
                 self.store.note_series(series_id, self.project.name, "", 0, "ready")
             else:
                 log.info("series %d: incomplete after %.0f s", series_id, now - first_seen)
                 self.finish(incomplete_outcome(series))
         for series_id, _ in self.store.series_with(self.project.name, "ready"):
-            series = self.client.series(series_id)
+            series = self._series(series_id)
+            if series is None:
+                continue
             log.info("series %d: running %r v%s", series_id, series.get("name"), series.get("version"))
             mbox = self.client.mbox(series["mbox"])
             try:
@@ -89,6 +93,17 @@ class Bot:
                 log.exception("series %d: patchbench failed", series_id)
                 outcome = failed_outcome(series, exc)
             self.finish(outcome)
+
+    def _series(self, series_id: int) -> dict | None:
+        """The series from patchwork; None (and the series closed) when patchwork no longer has it."""
+        try:
+            return self.client.series(series_id)
+        except PatchworkError as exc:
+            if exc.status != 404:
+                raise
+        log.warning("series %d: gone from patchwork; dropped", series_id)
+        self.store.record_outcome(series_id, {"id": series_id, "status": "gone"}, [], [])
+        return None
 
     def finish(self, outcome: dict) -> None:
         pages.write_pages(self.pages_dir, outcome)
@@ -134,8 +149,3 @@ class Bot:
                 left += 1
         return left
 
-
-def _timestamp(date: str) -> float:
-    """Seconds since the epoch of an API date (ISO 8601; patchwork's carry no zone and are UTC)."""
-    when = datetime.fromisoformat(date)
-    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()

@@ -122,15 +122,14 @@ class Store:
         rows = self._run("SELECT status FROM series WHERE id = ?", (series_id,))
         return rows[0][0] if rows else None
 
-    def note_series(self, series_id: int, project: str, name: str, version: int, status: str,
-                    first_seen: float | None = None) -> None:
-        """Remember a series (waiting for its patches, or ready to run) first seen at `first_seen`
-        (default: now); a known series only moves on, from waiting to ready."""
+    def note_series(self, series_id: int, project: str, name: str, version: int, status: str) -> None:
+        """Remember a series (waiting for its patches, or ready to run), first seen now; a known
+        series only moves on, from waiting to ready."""
         with self.transaction():
             current = self.series_status(series_id)
             if current is None:
                 self._run("INSERT INTO series (id, project, name, version, status, first_seen) VALUES (?, ?, ?, ?, ?, ?)",
-                          (series_id, project, name, version, status, min(first_seen or time.time(), time.time())))
+                          (series_id, project, name, version, status, time.time()))
             elif current == "waiting" and status == "ready":
                 self._run("UPDATE series SET status = 'ready' WHERE id = ?", (series_id,))
 

@@ -80,8 +80,8 @@ class PatchworkServer:
         self.requests: list[tuple[str, str, str]] = []   # (method, path with query, user agent)
         self.faults: list[Fault] = []
         self.fault_every: tuple[int, Fault] | None = None
-        # called with the number of checks created so far, after creating one and before answering
-        self.after_check_created = None
+        # called as observer(method, path, status) after each request is handled, before it is answered
+        self.observer = None
         self.bot_user = {"id": 1, "username": "patchbench-bot", "first_name": "", "last_name": "",
                          "email": "bot@example.org"}
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -279,9 +279,8 @@ class PatchworkServer:
         with self.lock:
             self._current = path   # the page links of this answer point back at it
             status, extra, payload = self._route(method, path, query, headers, body)
-            created = sum(len(checks) for checks in self.world.checks.values())
-        if method == "POST" and status == 201 and self.after_check_created is not None:
-            self.after_check_created(created)
+        if self.observer is not None:
+            self.observer(method, path, status)
         if isinstance(payload, (dict, list)):
             data = json.dumps(payload).encode()
             if path.startswith("/api/"):
@@ -466,12 +465,15 @@ def _handler(server: PatchworkServer):
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
             status, headers, data = server.handle(method, self.path, self.headers, body)
-            self.send_response(status)
-            for key, value in headers.items():
-                self.send_header(key, value)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass   # the client was killed (the kill tests do that on purpose)
 
         def do_GET(self):
             self._serve("GET")
