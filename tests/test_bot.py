@@ -10,6 +10,7 @@ from __future__ import annotations
 import email
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -323,3 +324,37 @@ def test_the_loop_picks_up_a_series_posted_later_and_stops_on_sigterm(setup, tmp
                                            setup["base"], incomplete_reported=False)}
         assert set(posted(pw)) == want and len(posted(pw)) == 8
         assert pw.violations == []
+
+
+def test_state_in_a_real_postgresql(setup, tmp_path):
+    from tests.conftest import missing
+    from tests.support.postgres import PostgresServer, binaries
+
+    if binaries() is None:
+        missing("PostgreSQL server binaries are not installed (apt-get install postgresql)")
+    with PostgresServer(binaries()) as database, PatchworkServer() as pw:
+        series = load(pw, {"buggy": setup["queue"]["buggy"]})
+        for _ in range(2):
+            result = run_bot(pw, setup, tmp_path, "--db", database.url)
+            assert result.returncode == 0, result.stderr
+        assert len(posted(pw)) == 4 and len(set(posted(pw))) == 4
+        assert ("fail" in {state for _, context, state, _ in posted(pw) if context == "patchbench-check"})
+        assert not (tmp_path / "bot.sqlite").exists() and pw.violations == []
+        assert series
+
+
+@pytest.mark.slow
+def test_build_stage_posts_one_check_per_patch(setup, tmp_path):
+    """--stages check,build: each patch's touched objects compiled with W=1 before and after it, in
+    the shared build directories of `patchbench build` (the first run on a machine configures one)."""
+    for tool in ("make", "gcc", "ccache", "bwrap", "flex", "bison", "bc"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed")
+    with PatchworkServer() as pw:
+        series = load(pw, {"buggy": setup["queue"]["buggy"]})
+        result = run_bot(pw, setup, tmp_path, "--stages", "check,build")
+        assert result.returncode == 0, result.stderr
+        builds = sorted((patch, state, text) for patch, context, state, text in posted(pw)
+                        if context == "patchbench-build")
+        assert builds == [(p["id"], "success", "build pass; no new warnings") for p in series["buggy"]["patches"]]
+        assert len(posted(pw)) == 6 and pw.violations == []
