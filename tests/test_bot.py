@@ -340,7 +340,7 @@ def test_state_in_a_real_postgresql(setup, tmp_path):
         assert len(posted(pw)) == 4 and len(set(posted(pw))) == 4
         assert ("fail" in {state for _, context, state, _ in posted(pw) if context == "patchbench-check"})
         assert not (tmp_path / "bot.sqlite").exists() and pw.violations == []
-        assert series
+        assert {patch for patch, *_ in posted(pw)} == {p["id"] for p in series["buggy"]["patches"]}
 
 
 @pytest.mark.slow
