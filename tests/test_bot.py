@@ -358,3 +358,23 @@ def test_build_stage_posts_one_check_per_patch(setup, tmp_path):
                         if context == "patchbench-build")
         assert builds == [(p["id"], "success", "build pass; no new warnings") for p in series["buggy"]["patches"]]
         assert len(posted(pw)) == 6 and pw.violations == []
+
+
+def test_a_series_patchbench_refuses_is_reported_not_tested(setup, tmp_path):
+    """A diff with a path out of the tree: apply refuses the whole series; every patch says why."""
+    from tests.support.bot_queue import mails
+    from tests.support.ring_series import TAP_HELPER, TUN_HELPER, tap_patch, tun_patch
+
+    texts = mails(setup["repo"], setup["base"], [tun_patch(TUN_HELPER), tap_patch(TAP_HELPER)], tmp_path / "unsafe")
+    texts[1] = texts[1].replace(b"a/drivers/net/tun.c", b"a/../outside.c").replace(b"b/drivers/net/tun.c",
+                                                                                    b"b/../outside.c")
+    with PatchworkServer() as pw:
+        pw.add_project(PROJECT, LIST_ID)
+        series = pw.add_series(PROJECT, texts)
+        result = run_bot(pw, setup, tmp_path)
+        assert result.returncode == 0, result.stderr
+        checks = posted(pw)
+        assert [(patch, context, state) for patch, context, state, _ in checks] == [
+            (p["id"], "patchbench-apply", "warning") for p in series["patches"]]
+        assert all(text.startswith("not tested: ") and "outside.c" in text for *_, text in checks), checks
+        assert pw.violations == []

@@ -67,8 +67,11 @@ def incomplete_outcome(series: dict) -> dict:
 
 def failed_outcome(series: dict, exc: Exception) -> dict:
     """patchbench itself failed on the series: said on every patch, as a warning (not the author's fault)."""
-    text = _one_line(f"not tested: patchbench failed ({type(exc).__name__}: {exc}); the operator is told")
-    return {**series_meta(series), "status": "error", "results": [_result("apply", None, "warning", text)]}
+    return _not_tested(series_meta(series), f"patchbench failed ({type(exc).__name__}: {exc}); the operator is told")
+
+
+def _not_tested(meta: dict, why: str) -> dict:
+    return {**meta, "status": "error", "results": [_result("apply", None, "warning", _one_line(f"not tested: {why}"))]}
 
 
 def run_series(series: dict, mbox: bytes, tree: Path, project: Project) -> dict:
@@ -81,9 +84,8 @@ def run_series(series: dict, mbox: bytes, tree: Path, project: Project) -> dict:
             loaded = load_series(str(path))
             base = project.trees.get(loaded.tree) if loaded.tree else None
             applied = apply_series(loaded, tree, base)
-        except BadInput as exc:
-            return {**meta, "status": "error",
-                    "results": [_result("apply", None, "warning", _one_line(f"not tested: {exc}"))]}
+        except BadInput as exc:   # e.g. no patch in the mbox, an unsafe path in a diff
+            return _not_tested(meta, str(exc))
     by_index = _patch_ids(meta, loaded)
     total = len(loaded.patches)
     onto = f"{loaded.tree} at {applied.base[:12]}" if base else applied.base[:12]
