@@ -14,7 +14,8 @@ import sys
 from patchbench import __version__
 from patchbench.errors import BadInput
 
-COMMANDS = ("series", "apply", "check", "lint", "run", "build", "boot", "results", "hook", "b4-check", "worker")
+COMMANDS = ("series", "apply", "check", "lint", "run", "build", "boot", "results", "hook", "b4-check", "worker",
+            "bot")
 
 
 class _Parser(argparse.ArgumentParser):
