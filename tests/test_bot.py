@@ -378,3 +378,25 @@ def test_a_series_patchbench_refuses_is_reported_not_tested(setup, tmp_path):
             (p["id"], "patchbench-apply", "warning") for p in series["patches"]]
         assert all(text.startswith("not tested: ") and "outside.c" in text for *_, text in checks), checks
         assert pw.violations == []
+
+
+def test_the_bot_on_a_celery_farm_posts_the_same_checks(setup, tmp_path):
+    """Issue 13: the bot sends each patch's check to the farm and collects the results as they come."""
+    from tests.conftest import require_tool
+    from tests.support.farm import Workers, redis_server
+
+    require_tool("redis-server")
+    with redis_server(tmp_path) as broker, PatchworkServer() as pw:
+        workers = Workers(broker, tmp_path)
+        try:
+            workers.start("w1@bot")
+            series = load(pw, setup["queue"])
+            done = run_bot(pw, setup, tmp_path, "--wait-incomplete", "0", "--runner", "celery", "--broker", broker)
+            assert done.returncode == 0, done.stderr
+            checks = posted(pw)
+            assert len(checks) == len(set(checks))
+            assert set(checks) == expected_checks(series, setup["base"], incomplete_reported=True)
+            assert "on w1@bot" in done.stderr   # the jobs ran on the farm's worker
+            assert pw.violations == []
+        finally:
+            workers.stop()

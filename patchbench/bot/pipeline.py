@@ -10,6 +10,7 @@ booting the head, an incomplete series) go on every patch.
 from __future__ import annotations
 
 import logging
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,7 +104,7 @@ def run_series(series: dict, mbox: bytes, tree: Path, project: Project) -> dict:
         return outcome
     results.append(_result("apply", None, "success", _one_line(f"applied to {onto} ({reason})")))
     if "check" in project.stages:
-        results += _static_results(applied, by_index)
+        results += _static_results(applied, project, by_index)
     if ("build" in project.stages or "boot" in project.stages) and applied.applied:
         results += _dispatch_results(applied, project, by_index)
     return outcome
@@ -130,10 +131,19 @@ def _one_line(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _static_results(applied: ApplyResult, by_index: dict[int, int]) -> list[dict]:
-    # In-process: a series touches a few files, and a long-running daemon should not fork a pool per
-    # series (a fork from a process that has run earlier pools hung here once, in a worker's futex).
-    checked = check_applied(applied, jobs=1)
+def _static_results(applied: ApplyResult, project: Project, by_index: dict[int, int]) -> list[dict]:
+    if _options(project)["runner"] == "celery":   # a job per patch on the farm, collected as they come
+        from patchbench.commands.build import make_runner
+        from patchbench.dispatch import progress, workspace
+        from patchbench.dispatch.runner import check_jobs, default_context, series_check
+
+        ctx = default_context(None, workspace.cache_root(), progress.for_stream(sys.stderr))
+        checked = series_check(applied, make_runner(SimpleNamespace(**_options(project)), None)
+                               .run(check_jobs(applied), ctx))
+    else:
+        # In-process: a series touches a few files, and a long-running daemon should not fork a pool
+        # per series (a fork from a process that has run earlier pools hung here once, in a worker's futex).
+        checked = check_applied(applied, jobs=1)
     results = []
     with BlobReader(git_dir_of(applied.repo)) as blobs:
         for patch in checked.patches:
@@ -158,16 +168,22 @@ def _line_of(blobs: BlobReader, commit: str, path: str, line: int) -> str:
     return lines[line - 1] if 0 < line <= len(lines) else ""
 
 
+def _options(project: Project) -> dict:
+    """`run`'s dispatch options from the project's build table (TOML gives strings for paths)."""
+    options = {"config": [], "sparse": False, "no_sandbox": False, "build_timeout": 3600.0,
+               "boot_timeout": 60.0, "cache": None, "results": None, "logs": None, "runner": "local",
+               "broker": None, **project.build_options}
+    options["config"] = [Path(fragment) for fragment in options["config"]]
+    for key in ("cache", "results", "logs"):
+        options[key] = Path(options[key]) if options[key] else None
+    return options
+
+
 def _dispatch_results(applied: ApplyResult, project: Project, by_index: dict[int, int]) -> list[dict]:
     from patchbench.commands.build import dispatch   # the same jobs `run --build --boot` runs
 
-    options = {"config": [], "sparse": False, "no_sandbox": False, "build_timeout": 3600.0,
-               "boot_timeout": 60.0, "cache": None, "results": None, "logs": None, **project.build_options}
-    options["config"] = [Path(fragment) for fragment in options["config"]]   # TOML gives strings
-    for key in ("cache", "results", "logs"):
-        options[key] = Path(options[key]) if options[key] else None
     boot = "boot" in project.stages
-    jobs = dispatch(applied, SimpleNamespace(**options), objects="build" in project.stages,
+    jobs = dispatch(applied, SimpleNamespace(**_options(project)), objects="build" in project.stages,
                     kernel=boot, boot=boot)
     results = []
     for job in jobs:
@@ -176,13 +192,14 @@ def _dispatch_results(applied: ApplyResult, project: Project, by_index: dict[int
                          "flag": d.flag, "kind": d.kind} for d in job.new_warnings]
             state = {"pass": "warning" if warnings else "success"}.get(job.status, "fail")
             text = (f"build {job.status}" + (f": {job.reason}" if job.reason else "")
-                    + (f"; {len(warnings)} new W=1 warning(s)" if warnings else "; no new warnings"))
+                    + (f"; {len(warnings)} new W=1 warning(s)" if warnings else "; no new warnings")
+                    + (f"; on {job.worker}" if job.worker else ""))
             results.append(_result("build", by_index[job.patch], state, _one_line(text),
                                    index=job.patch, warnings=warnings))
         elif job.kind == "boot":
             state = "success" if job.status == "pass" else "fail"
             text = f"boot {job.status}" + (f": {job.reason}" if job.reason else "") \
-                + (f" ({job.fingerprint})" if job.fingerprint else "")
+                + (f" ({job.fingerprint})" if job.fingerprint else "") + (f"; on {job.worker}" if job.worker else "")
             results.append(_result("boot", None, state, _one_line(text),
                                    excerpt=boot_excerpt(Path(job.log)) if job.log else ""))
     return results

@@ -19,6 +19,7 @@ import tomllib
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from patchbench.commands.build import add_runner_arguments
 from patchbench.errors import BadInput
 
 TOKEN_VARIABLE = "PATCHBENCH_PATCHWORK_TOKEN"
@@ -53,6 +54,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--once", action="store_true", help="one round (poll, run, post) and exit, as from cron")
     parser.add_argument("--bind", default="127.0.0.1", help="serve: address to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8080, help="serve: port (default: 8080)")
+    add_runner_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -134,9 +136,12 @@ def project_config(args):
         raise BadInput(f"--stages: unknown stage {', '.join(unknown) or '(none)'}; known: {', '.join(STAGES)}")
     wait = args.wait_incomplete if args.wait_incomplete is not None else table.get("wait_incomplete", 3600.0)
     mail_wanted = bool(args.smtp or args.maildir)
+    build_options = dict(table.get("build", {}))
+    if args.runner != "local" or "runner" not in build_options:   # the flags (or their environment) win
+        build_options.update(runner=args.runner, broker=args.broker or build_options.get("broker"))
     return Project(name=args.project, trees=dict(table.get("trees", {})), stages=tuple(stages),
                    wait_incomplete=float(wait), mail=mail_wanted and table.get("mail", True),
-                   mail_to=list(table.get("mail_to", [])), build_options=dict(table.get("build", {})))
+                   mail_to=list(table.get("mail_to", [])), build_options=build_options)
 
 
 def _token(path: Path | None) -> str | None:
