@@ -83,6 +83,11 @@ class Transfer:
         """`target = value` (declaration or assignment statement), after the calls in value."""
         return state
 
+    def leave_block(self, state: State, block: tree_sitter.Node) -> State:
+        """State after control leaves the compound statement `block` (its end, or a return,
+        break, continue or goto out of it): where cleanup.h's guard() releases its lock."""
+        return state
+
 
 @dataclass
 class FlowResult:
@@ -144,6 +149,11 @@ class _Walker:
         self.tested: dict[str, CallSite] = {}   # variable -> the call whose result it holds
         self.tag_texts: set[str] = set()         # the text of every branch tag a state may carry
         self.result = FlowResult(function)
+        self.blocks: list[tree_sitter.Node] = []   # the compound statements open at this point
+        self.break_depths: list[int] = []           # len(blocks) at each enclosing loop/switch
+        self.continue_depths: list[int] = []        # len(blocks) at each enclosing loop
+        self.scoped = type(transfer).leave_block is not Transfer.leave_block
+        self._label_nodes: dict[str, tree_sitter.Node] | None = None
 
     def run(self, entry: State) -> FlowResult:
         if isinstance(entry, frozenset):   # a caller's tags may come in with the entry
@@ -166,15 +176,15 @@ class _Walker:
             states = set(list(states)[:MAX_STATES])
         if kind in _SKIPPED:
             return states
+        if kind == "compound_statement" and self.scoped:
+            self.blocks.append(node)
+            try:
+                states = self.statement_list(node, states)
+            finally:
+                self.blocks.pop()
+            return {self.transfer.leave_block(state, node) for state in states}
         if kind in ("compound_statement", "translation_unit") or kind.startswith("preproc_if"):
-            for child in node.named_children:
-                if kind.startswith("preproc_if") and child.type in ("preproc_else", "preproc_elif",
-                                                                   "preproc_elifdef"):
-                    break
-                if child.type in ("identifier", "preproc_arg") and kind.startswith("preproc_if"):
-                    continue
-                states = self.statement(child, states)
-            return states
+            return self.statement_list(node, states)
         if kind == "expression_statement":
             return self.expression(node, states)
         if kind == "declaration":
@@ -186,21 +196,23 @@ class _Walker:
         if kind == "switch_statement":
             return self.switch(node, states)
         if kind == "return_statement":
-            states = self.expression(node, states)
+            states = self.leave(self.expression(node, states), 0)
             self.result.returns.extend((node, state) for state in states)
             return set()
         if kind == "break_statement":
             if self.breaks:
-                self.breaks[-1] |= states
+                self.breaks[-1] |= self.leave(states, self.break_depths[-1])
             return set()
         if kind == "continue_statement":
             if self.continues:
-                self.continues[-1] |= states
+                self.continues[-1] |= self.leave(states, self.continue_depths[-1])
             return set()
         if kind == "goto_statement":
             label = node.child_by_field_name("label")
             if label is not None:
                 name = self.text(label)
+                if self.scoped:
+                    states = self.leave(states, self.label_depth(name))
                 self.labels.setdefault(name, set()).update(states)
                 if name in self.passed and not states <= self.passed[name]:
                     self.backward = True
@@ -223,6 +235,47 @@ class _Walker:
             return states
         return self.expression(node, states)
 
+    def statement_list(self, node: tree_sitter.Node, states: set) -> set:
+        kind = node.type
+        for child in node.named_children:
+            if kind.startswith("preproc_if") and child.type in ("preproc_else", "preproc_elif",
+                                                               "preproc_elifdef"):
+                break
+            if child.type in ("identifier", "preproc_arg") and kind.startswith("preproc_if"):
+                continue
+            states = self.statement(child, states)
+        return states
+
+    def leave(self, states: set, depth: int) -> set:
+        """States after leaving the open blocks deeper than `depth` (innermost first)."""
+        if not self.scoped:
+            return states
+        for block in reversed(self.blocks[depth:]):
+            states = {self.transfer.leave_block(state, block) for state in states}
+        return states
+
+    def label_depth(self, name: str) -> int:
+        """How many of the open blocks contain the label `name` (all of them when unknown)."""
+        if self._label_nodes is None:
+            self._label_nodes = {}
+            pending = [self.function.body]
+            while pending:
+                current = pending.pop()
+                if current.type == "labeled_statement":
+                    label = current.child_by_field_name("label")
+                    if label is not None:
+                        self._label_nodes[self.text(label)] = current
+                pending.extend(current.named_children)
+        target = self._label_nodes.get(name)
+        if target is None:
+            return len(self.blocks)
+        depth = 0
+        for block in self.blocks:
+            if not (block.start_byte <= target.start_byte and target.end_byte <= block.end_byte):
+                break
+            depth += 1
+        return depth
+
     def declaration(self, node: tree_sitter.Node, states: set) -> set:
         states = self.expression(node, states, assignments=False)
         for declarator in node.children_by_field_name("declarator"):
@@ -243,7 +296,10 @@ class _Walker:
             self.tag_texts.add(text)
             taken = {_tagged(state, text, truth) for state in taken}
             not_taken = {_tagged(state, text, not truth) for state in not_taken}
-        out = self.statement(node.child_by_field_name("consequence"), taken)
+        consequence = node.child_by_field_name("consequence")
+        out = self.statement(consequence, taken)
+        if self.scoped and consequence.type != "compound_statement":   # scoped_guard(k, &l) stmt;
+            out = {self.transfer.leave_block(state, consequence) for state in out}
         alternative = node.child_by_field_name("alternative")
         if alternative is not None:
             not_taken = self.statement(alternative, not_taken)
@@ -307,7 +363,11 @@ class _Walker:
                 out |= leaving
             self.breaks.append(set())
             self.continues.append(set())
+            self.break_depths.append(len(self.blocks))
+            self.continue_depths.append(len(self.blocks))
             after = self.statement(body, entering) if body is not None else entering
+            self.break_depths.pop()
+            self.continue_depths.pop()
             out |= self.breaks.pop()
             after |= self.continues.pop()
             if update is not None:
@@ -324,6 +384,7 @@ class _Walker:
         states = self.expression(node.child_by_field_name("condition"), states)
         body = node.child_by_field_name("body")
         self.breaks.append(set())
+        self.break_depths.append(len(self.blocks))
         falling: set = set()
         has_default = False
         for case in body.named_children if body is not None else []:
@@ -332,6 +393,7 @@ class _Walker:
                 falling = self.statement(case, falling | states)
             else:
                 falling = self.statement(case, falling)
+        self.break_depths.pop()
         out = self.breaks.pop() | falling
         return out if has_default else out | states
 
