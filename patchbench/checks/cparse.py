@@ -9,8 +9,11 @@ every node's byte offset, line and column are those of the original file:
 - `struct T` passed as a macro argument (`container_of(p, struct T, m)`) loses its keyword;
 - `likely(x)` / `unlikely(x)` keep only their parenthesised argument;
 - statement-level iterator heads `list_for_each_entry(pos, head, member) {` become
-  `while              (pos, head, member) {`, and `scoped_guard(spinlock, &l) {` becomes an `if`
-  likewise, so they parse as loops / blocks instead of nested function definitions.
+  `while              (pos, head, member) {`, so they parse as loops instead of nested function
+  definitions; `scoped_guard(spinlock, &l) {` becomes `if(    guard(spinlock, &l)){` (the blank
+  before the brace gives the closing parenthesis) and `scoped_cond_guard(mutex_intr, return -EINTR,
+  &l) {` `if(         guard(mutex_intr, 0            , &l)){`: an `if` whose condition is a call
+  named by the original `guard` text, which model.py names scoped_guard / scoped_cond_guard.
 
 Annotations are read from the original text (see patchbench.checks.model), never from the tree.
 """
@@ -50,7 +53,8 @@ _WRAPPERS = ("likely", "unlikely")
 # The words the pre-pass rewrites, besides every word containing "for_each". Found as candidate
 # words (those starting with "_", and the others spelled out) looked up in this set, and by
 # searching for "for_each": one regex alternation of all of them scanned at a third of the speed.
-_REWRITTEN = frozenset({*_BARE_ANNOTATIONS, *_CALL_ANNOTATIONS, *_WRAPPERS, "scoped_guard"})
+_SCOPED = ("scoped_guard", "scoped_cond_guard")
+_REWRITTEN = frozenset({*_BARE_ANNOTATIONS, *_CALL_ANNOTATIONS, *_WRAPPERS, *_SCOPED})
 _CANDIDATE = re.compile(r"\b(?:_\w*|(?:" + "|".join(sorted(w for w in _REWRITTEN if not w.startswith("_")))
                         + r")\b)")
 # A type given as a macro argument: `container_of(p, struct tun_file, sk)`.
@@ -117,7 +121,7 @@ def prepare(source: bytes) -> bytes:
     text = source.decode("latin-1")  # one char per byte: regex offsets are byte offsets
     for start, end in _interesting(text):
         word = text[start:end]
-        if word in called or word in _WRAPPERS or "for_each" in word or word == "scoped_guard":
+        if word in called or word in _WRAPPERS or "for_each" in word or word in _SCOPED:
             paren = _skip_space(source, end)
             if paren >= len(source) or source[paren] != 0x28:
                 if word in bare:
@@ -131,14 +135,43 @@ def prepare(source: bytes) -> bytes:
             elif word in _WRAPPERS:
                 out[start:end] = b" " * (end - start)
             elif _is_statement_head(source, start, close):
-                keyword = b"if" if word == "scoped_guard" else b"while"
-                out[start:end] = keyword + b" " * (end - start - len(keyword))
+                if word in _SCOPED:
+                    _scoped_guard(source, out, start, end, paren, close)
+                else:
+                    out[start:end] = b"while" + b" " * (end - start - len(b"while"))
         elif word in bare:
             out[start:end] = b" " * (end - start)
     for match in _TYPE_ARGUMENT.finditer(text):
         start, end = match.span(1)
         out[start:end] = b" " * (end - start)
     return bytes(out)
+
+
+def _scoped_guard(source: bytes, out: bytearray, start: int, end: int, paren: int, close: int) -> None:
+    """`scoped_guard(k, &l) {` -> `if(    guard(k, &l)){`; without a blank after the `)` to turn
+    into the closing one, `if          (k, &l) {`: it parses, but the lock is not seen."""
+    blank = close + 1
+    if paren != end or blank >= len(source) or source[blank] not in b" \t":
+        out[start:end] = b"if" + b" " * (end - start - 2)
+        return
+    guard_at = end - len(b"guard")
+    out[start:guard_at] = b"if(" + b" " * (guard_at - start - 3)
+    out[blank] = 0x29
+    if source[start:end] == b"scoped_cond_guard":   # the fail statement becomes a 0 argument
+        commas = _top_level_commas(source, paren, close)
+        if len(commas) >= 2:
+            out[commas[0] + 1:commas[1]] = b"0" + b" " * (commas[1] - commas[0] - 2)
+
+
+def _top_level_commas(source: bytes, paren: int, close: int) -> list[int]:
+    commas, depth = [], 0
+    for i in range(paren + 1, close):
+        c = source[i]
+        depth += c in b"([{"
+        depth -= c in b")]}"
+        if c == 0x2C and depth == 0:
+            commas.append(i)
+    return commas
 
 
 def _interesting(text: str) -> list[tuple[int, int]]:
