@@ -22,6 +22,7 @@ EXPECTED = {
         (DEREF, "error", "sec_lock_one_branch", "/* unprotected when !want */"),
         (DEREF, "warning", "sec_wrong_flavour", "/* bh section, plain deref */"),
         (DEREF, "error", "sec_trace", "/* trace section */"),
+        (DEREF, "warning", "sec_nested_later", "/* no known caller */"),
     ],
     "preconditions.c": [
         (DEREF, "error", "pre_caller_forgets", "/* outside the section */"),

@@ -10,7 +10,8 @@ Accepted, not findings:
 - a lock held only on the returns that report success and released on those that report failure,
   judged by the return type (0 or a count for int, true for bool, a pointer, against -EINVAL,
   false, NULL, ERR_PTR()) and by what the path tested: the trylock and lookup-locked shapes;
-- locks released here that the caller took, and `guard()` locks, which the compiler releases.
+- locks released here that the caller took; `guard()` locks are released at the end of their
+  block by the walk itself (locks.LockTransfer.leave_block).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from patchbench.checks import cparse, engine, locks, summaries
+from patchbench.checks import engine, kfacts, locks, summaries
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel, Function, squeeze
 
@@ -37,22 +38,28 @@ _PAIRED_FIELD = re.compile(r"pre|start|next|lock|begin|prepare|init|get|enter|ac
 # "Returns with the lock held", "leaves rtnl locked": the function comment says it is meant.
 _DOCUMENTED = re.compile(r"\b(returns?|exits?|leaves?|left)\b[^.]{0,60}\b(held|locked)\b", re.IGNORECASE)
 _FAILURE = re.compile(r"^(NULL|false|ERR_PTR\(.*\)|-E\w+|-\d+)$")
-# The callee names of queries/lock-imbalance.scm (or a part of them: read_lock is in rcu_read_lock,
-# lock_sock in bh_lock_sock): a file without one has no taker to walk.
-MENTIONS = (b"spin_lock", b"spin_trylock", b"read_lock", b"read_trylock", b"write_lock", b"write_trylock",
-            b"mutex_lock", b"mutex_trylock", b"down_read", b"down_write", b"rtnl_lock", b"rtnl_trylock",
-            b"lock_sock", b"netif_tx_lock", b"netif_tx_trylock", b"guard")
+
+
+def _takes(call) -> bool:
+    op = kfacts.lock_op(call.name)
+    return (op is not None and op.action in ("acquire", "try", "try_fail")) or \
+        locks.guard_call(call) is not None
+
+
+def _mentions() -> tuple[bytes, ...]:
+    """The acquiring spellings, without those containing another (spin_lock covers spin_lock_bh):
+    a file without one has no taker to walk."""
+    spellings = {name for name, op in kfacts.lock_ops().items() if op.action in ("acquire", "try", "try_fail")}
+    spellings |= {"guard"}
+    return tuple(sorted(name.encode() for name in spellings
+                        if not any(other != name and other in name for other in spellings)))
+
+
+MENTIONS = _mentions()
 
 
 def check(model: FileModel) -> Iterable[Finding]:
-    # the query runs on the functions whose calls could match it, not on the whole tree: every
-    # callee it matches has "lock" or "down_" in its name or is guard()
-    query = cparse.rule_query(ID)
-    takers = {model.function_at(node.start_point[0] + 1)
-              for function in model.functions.values()
-              if any("lock" in c.name or "down_" in c.name or c.name.startswith("guard") for c in function.calls)
-              for node in cparse.captures(query, function.node).get("call", [])}
-    names = {f.name for f in takers if f is not None}
+    names = {name for name, function in model.functions.items() if any(_takes(c) for c in function.calls)}
     if not names:
         return []
     results = summaries.solve(model, names | locks.lock_functions(model),
@@ -74,7 +81,7 @@ def _check_function(model: FileModel, summary: summaries.Summary) -> list[Findin
     function = summary.function
     exits = summary.result.returns
     leaked = {fact[1] for _, state in exits for fact in state
-              if fact[0] == "held" and ("caller", fact[1]) not in state and ("scoped", fact[1]) not in state}
+              if fact[0] == "held" and ("caller", fact[1]) not in state}
     findings = []
     for key in sorted(leaked):
         holding = [(node, state) for node, state in exits if ("held", key) in state]

@@ -21,6 +21,8 @@ SEVERITY = "error"
 MESSAGE = "rcu_dereference*() used outside the read-side section, lock or RTNL it needs"
 
 _RANK = {"ok": 0, "weak": 1, "rtnl": 1, "missing": 2}
+_UNKNOWN_ENTRY = ("; no caller or registration of {function}() is known in the tree, so nothing is "
+                  "assumed held on entry")
 
 MENTIONS = A.MENTIONS
 
@@ -49,11 +51,15 @@ def check(model: FileModel) -> Iterable[Finding]:
             continue
         if not site.states:
             continue
-        worst = max((A.verdict(analysis, site, s) for s in site.states), key=_RANK.get)
+        verdicts = {s: A.verdict(analysis, site, s) for s in site.states}
+        worst = max(verdicts.values(), key=_RANK.get)
         if worst == "ok":
             continue
+        if worst == "missing" and all(A.UNKNOWN in s and site.function.holds(A.UNKNOWN, call.start)
+                                      for s, v in verdicts.items() if v == "missing"):
+            worst = "unknown"
         yield engine.finding(module, model, call.node, name, _message(site, worst),
-                             "warning" if worst in ("weak", "rtnl") else None)
+                             "warning" if worst in ("weak", "rtnl", "unknown") else None)
 
 
 def _reader(state: frozenset, site: A.Site) -> bool:
@@ -64,7 +70,8 @@ def _reader(state: frozenset, site: A.Site) -> bool:
 def _message(site: A.Site, worst: str) -> str:
     call, need = site.call, site.need
     if call.name not in P.DEREFERENCES:
-        return f"{call.name}() needs an RCU read-side section and is called outside one"
+        said = f"{call.name}() needs an RCU read-side section and is called outside one"
+        return said + (_UNKNOWN_ENTRY.format(function=site.function.function.name) if worst == "unknown" else "")
     what = f"{call.name}()"
     if worst == "rtnl":
         return (f"{what} under RTNL without {need.section} (lockdep splat): RTNL is the "
@@ -72,5 +79,7 @@ def _message(site: A.Site, worst: str) -> str:
     if worst == "weak":
         return f"{what} without {need.section}: only another RCU flavour protects it (lockdep splat)"
     if need.condition_arg is not None and not need.strict:
-        return f"{what} without the lock its condition names ({site.call.args[need.condition_arg]})"
-    return f"{what} outside {need.section}"
+        said = f"{what} without the lock its condition names ({site.call.args[need.condition_arg]})"
+    else:
+        said = f"{what} outside {need.section}"
+    return said + (_UNKNOWN_ENTRY.format(function=site.function.function.name) if worst == "unknown" else "")
