@@ -27,10 +27,13 @@ from pathlib import Path
 import tree_sitter
 import tree_sitter_c
 
+from patchbench.errors import CheckFailed
+
 LANGUAGE = tree_sitter.Language(tree_sitter_c.language())
 
-# The top-level queries/ directory sits beside the patchbench package.
-QUERIES_DIR = Path(__file__).resolve().parents[2] / "queries"
+# The queries are data in the top-level queries/ directory; patchbench/queries links to it, so that
+# they are found at the same place inside the package in a checkout and in an installed wheel.
+QUERIES_DIR = Path(__file__).resolve().parents[1] / "queries"
 
 _BARE_ANNOTATIONS = (
     "__rcu __user __iomem __percpu __force __bitwise __private __kernel __safe __nocast "
@@ -231,7 +234,11 @@ def query(text: str) -> tree_sitter.Query:
 def rule_query(name: str) -> tree_sitter.Query:
     """The query kept as data in queries/<name>.scm (name is usually a rule id)."""
     path = QUERIES_DIR / f"{name}.scm"
-    return query(path.read_text())
+    try:
+        text = path.read_text()
+    except OSError as exc:   # an install without its queries must not lint nothing and pass
+        raise CheckFailed(f"query {name}.scm cannot be read from {QUERIES_DIR}: {exc.strerror}") from None
+    return query(text)
 
 
 def captures(q: tree_sitter.Query, node: tree_sitter.Node) -> dict[str, list[tree_sitter.Node]]:
