@@ -122,14 +122,24 @@ class LockTransfer(flow.Transfer):
         if call in self._blocks:
             return state | {("held", key), ("scope", self._blocks[call], key)}
         if op.action in ("acquire", "try_fail"):
-            return state | {("held", key)}
+            return state | {("held", key)} | self.implied(op, key)
         if op.action == "assert":
             return state | {("held", key), ("caller", key)}
         if op.action == "release":
+            state = state - self.implied(op, key)
             if ("held", key) in state:
                 return (state - {("held", key)}) | {("released", key)}
+            left = next((fact for fact in state if fact[0] == "implied" and fact[1] == key), None)
+            if left is not None:   # spin_lock_bh(); spin_unlock(); local_bh_enable();
+                return state - {left}
             return state | {("caller", key)}
         return state
+
+    @staticmethod
+    def implied(op: LockOp, key: str) -> frozenset:
+        """("implied", "bh", key): softirqs disabled by spin_lock_bh(&key), until spin_unlock_bh()
+        or, after a plain spin_unlock(), local_bh_enable()."""
+        return frozenset({("implied", op.implies, key)}) if op.implies else frozenset()
 
     def assume(self, state: frozenset, call: CallSite, truth: bool) -> frozenset:
         found = self.op(call)
@@ -139,7 +149,7 @@ class LockTransfer(flow.Transfer):
             return state if truth else self.leave_block(state, guard_call(call)[2])
         op, key = found
         if op.action == "try" and truth:
-            return state | {("held", key)}
+            return state | {("held", key)} | self.implied(op, key)
         if op.action == "try_fail" and truth:   # nonzero: interrupted, not taken
             return state - {("held", key)}
         return state

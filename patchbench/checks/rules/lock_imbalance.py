@@ -69,6 +69,7 @@ def check(model: FileModel) -> Iterable[Finding]:
     findings = []
     for name in sorted(names):
         findings.extend(_check_function(model, results[name]))
+        findings.extend(_unheld_releases(model, results[name]))
     return findings
 
 
@@ -94,6 +95,40 @@ def _check_function(model: FileModel, summary: summaries.Summary) -> list[Findin
             engine.rule(ID), model, node, function.name,
             f"{spelled} taken in {function.name}() is still held at this return"
             + (" (released on other paths)" if releasing else "")))
+    return findings
+
+
+def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Finding]:
+    """Releases of a lock the function takes itself, reached on a path where it is not held:
+    an error path that unlocks before the lock was taken, a double unlock. A lock the function
+    never takes, or releases before it first takes it, is its caller's (released for it); a lock
+    held on entry (__must_hold, __releases, lockdep_assert_held) is held on every path."""
+    function = summary.function
+    transfer = locks.LockTransfer(model)
+    first: dict[str, str] = {}   # key -> the action of the first call on it, in source order
+    for call in sorted(function.calls, key=lambda c: c.start):
+        found = transfer.op(call)
+        if found is not None and found[0].action != "assert":
+            first.setdefault(found[1], found[0].action)
+    # a lock first released, then taken again (sch_direct_xmit's root_lock) is the caller's
+    taken = {key for key, action in first.items() if action in ("acquire", "try", "try_fail")}
+    findings = []
+    reported = set()
+    for call in function.calls:
+        found = transfer.op(call)
+        if found is None or found[0].action != "release" or found[1] not in taken or found[1] in reported:
+            continue
+        key = found[1]
+        states = summary.result.states_at(call)
+        # ("caller", key): held on entry, asserted, or released unheld earlier on this path (the
+        # earlier release is the one reported)
+        if any(("held", key) not in state and ("caller", key) not in state
+               and not any(fact[0] == "implied" and fact[1] == key for fact in state) for state in states):
+            reported.add(key)
+            findings.append(engine.finding(
+                engine.rule(ID), model, call.node, function.name,
+                f"{call.name}({', '.join(call.args)}) releases a lock {function.name}() takes, on a "
+                "path where it was not taken (or was released already)"))
     return findings
 
 
