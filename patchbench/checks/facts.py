@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
 
-from patchbench.checks import cparse, engine
+from patchbench.checks import callindex, cparse, engine
 from patchbench.checks.finding import Finding
 
 Task = TypeVar("Task")
@@ -48,7 +48,8 @@ def findings_for(path: str, source: bytes, use_cache: bool = True) -> list[Findi
     """All rules' findings on `source` (the text of `path`), from the cache when it has them."""
     if not use_cache:
         return engine.check_source(path, source)
-    key = hashlib.sha1(f"{blob_id(source)}\0{path}".encode()).hexdigest()
+    # the RCU analysis reads callers elsewhere in the tree: the index in use is part of the key
+    key = hashlib.sha1(f"{blob_id(source)}\0{path}\0{callindex.current_digest()}".encode()).hexdigest()
     entry = cache_dir() / key[:2] / f"{key}.json"
     try:
         rows = json.loads(entry.read_text())

@@ -175,6 +175,8 @@ def context_of(kind: str, struct: str = "") -> Context | None:
     """The context of a function registered as `kind` (a registration-call kind, or an ops field
     `.kind = fn` in an initialiser of `struct` when known)."""
     contexts = table()["context"]
+    if struct and f"{struct}.{kind}" in contexts["fields"]:
+        return context(contexts["fields"][f"{struct}.{kind}"])
     if struct and struct in contexts["structs"]:
         return context(contexts["structs"][struct])
     named = context(kind)

@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchbench.checks import facts
+from patchbench.checks import callindex, facts
 from patchbench.checks.finding import Finding
 from patchbench.errors import BadInput
 from patchbench.tree import ApplyResult
@@ -100,7 +100,9 @@ def check_applied(result: ApplyResult, jobs: int = os.cpu_count() or 1) -> Serie
     Each patch's version of its files is analysed first, all at once on `jobs` processes; the
     parents' versions only where the patch's version has findings at all."""
     touched = [(patch, sorted({p for p in patch.files if p.endswith(C_SUFFIXES)})) for patch in result.applied]
-    with BlobReader(git_dir_of(result.repo)) as blobs:
+    git_dir = git_dir_of(result.repo)
+    index = callindex.from_git(git_dir, result.base, jobs) if any(files for _, files in touched) else None
+    with BlobReader(git_dir) as blobs, callindex.active(index):
         after = _analyse(blobs, [(patch.commit, path) for patch, files in touched for path in files], jobs)
         before = _analyse(blobs, [(patch.parent, path) for patch, files in touched for path in files
                                   if after[(patch.commit, path)]], jobs)

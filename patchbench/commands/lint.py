@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from patchbench.checks import facts
+from patchbench.checks import callindex, facts
 from patchbench.checks.finding import Finding
 from patchbench.errors import BadInput
 from patchbench.report.findings import FORMATS, render
@@ -52,7 +52,13 @@ def _lint_file(task: tuple[str, bool]) -> list[Finding]:
 
 
 def lint(paths: list[str], jobs: int = 1, use_cache: bool = True) -> list[Finding]:
-    found = facts.parallel(_lint_file, [(path, use_cache) for path in c_files(paths)], jobs)
+    """Findings of the files under paths; inside a kernel tree, with its call index (callers
+    of each function across the whole tree, built once per tree content and cached)."""
+    files = c_files(paths)
+    root = callindex.tree_root(files)
+    index = callindex.from_files(root, jobs) if root is not None else None
+    with callindex.active(index, root):
+        found = facts.parallel(_lint_file, [(path, use_cache) for path in files], jobs)
     return sorted((f for result in found for f in result), key=lambda f: (f.file, f.line, f.rule))
 
 

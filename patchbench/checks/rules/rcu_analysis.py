@@ -339,7 +339,10 @@ def _meet(contributions: list[frozenset]) -> frozenset:
     update-side condition some callers meet is written for them (iwlwifi's mei handler reached
     without the mutex only on a path that never gets to the dereference); readers and RTNL must
     hold on every way in."""
-    known = [c for c in contributions if c != UNKNOWN_WAY]
+    # ways of known state decide; callers whose own entry is unknown (they carry UNKNOWN) only
+    # when no such way exists: what they hold at the call is known, what they got is not
+    known = [c for c in contributions if UNKNOWN not in c and c != UNKNOWN_WAY] or \
+        [c for c in contributions if c != UNKNOWN_WAY]
     if not known:
         return frozenset({UNKNOWN})
 
@@ -365,6 +368,14 @@ def context_facts(context: kfacts.Context) -> frozenset:
     return frozenset(facts)
 
 
+def _way(way: callindex.Way) -> frozenset:
+    """A way in of the call index as entry facts."""
+    if way.known not in ("yes", "caller"):
+        return UNKNOWN_WAY
+    facts = F.entry_facts(way.families, "entry")
+    return facts | {UNKNOWN} if way.known == "caller" else facts
+
+
 def _ways_in(model: FileModel, function: Function) -> list[frozenset]:
     """Entry contributions that do not depend on the walk: registration contexts, callers
     elsewhere in the tree, and ("unknown",) for ways whose state is not known."""
@@ -385,7 +396,7 @@ def _ways_in(model: FileModel, function: Function) -> list[frozenset]:
         else:
             ways.append(UNKNOWN_WAY)
     if not function.is_static or model.path.endswith(".h"):
-        ways.extend(callindex.entries(model.path, function.name))
+        ways.extend(_way(way) for way in callindex.entries(model.path, function.name))
     elif function.name in model.address_taken and not kinds:
         ways.append(UNKNOWN_WAY)
     return ways

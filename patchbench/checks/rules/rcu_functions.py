@@ -188,10 +188,17 @@ def function_info(model: FileModel, function: Function, helpers: set[str],
         augmented._index()
         relevant = True
     precondition, requires_reader = _stated_precondition(model, function, lines)
-    first_section = min((c.start for c in function.calls
-                         if P.SECTIONS.get(c.name, ("", 0))[0] in P.EXPLICIT_FAMILIES), default=function.node.end_byte)
+    first_section = min((c.start for c in function.calls if _opens_or_closes(c)), default=function.node.end_byte)
     return FunctionInfo(augmented, frozenset(owned_locks), frozenset(owned_locks - released),
                         precondition, requires_reader, relevant, first_section, model)
+
+
+def _opens_or_closes(call: CallSite) -> bool:
+    """An explicit read-side section call: rcu_read_lock*(), rcu_read_unlock*(), guard(rcu)()."""
+    if P.SECTIONS.get(call.name, ("", 0))[0] in P.EXPLICIT_FAMILIES:
+        return True
+    guard = locks.guard_call(call)
+    return guard is not None and guard[0].kind in P.EXPLICIT_FAMILIES
 
 
 def need_of(call: CallSite, helpers: set[str]) -> P.Need | None:
