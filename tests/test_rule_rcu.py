@@ -33,6 +33,12 @@ EXPECTED = {
         (DEREF, "warning", "ctx_poll_plain", "/* napi */"),
         (DEREF, "error", "ctx_work_fn", "/* process context */"),
     ],
+    "registrations.c": [
+        (DEREF, "error", "reg_work", "/* work without rtnl */"),
+        (DEREF, "error", "reg_read", "/* file read */"),
+        (DEREF, "error", "reg_scoped", "/* after scoped_guard */"),
+        (DEREF, "warning", "reg_exported", "/* unknown entry */"),
+    ],
     "protected.c": [
         (DEREF, "error", "upd_replace_unlocked", "/* unheld */"),
         (DEREF, "error", "upd_rtnl_dropped", "/* after rtnl_unlock */"),
