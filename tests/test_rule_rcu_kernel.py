@@ -2,6 +2,7 @@
 
 Mutations edit the file text in memory only; the kernel_tree repository is never touched."""
 
+import os
 import re
 
 import pytest
@@ -25,6 +26,13 @@ MUTATIONS = [
      "\trcu_read_unlock();\n\tif (tun)\n\t\tdev_hold(tun->dev);\n", ESCAPE, "error", "tun_get"),
     # the section of tun_get() deleted
     ("drivers/net/tun.c", "tun_get", "\trcu_read_lock();\n", "", DEREF, "error", "tun_get"),
+    # the mission's example: rcu_read_lock() and rcu_read_unlock() both deleted around
+    # rcu_dereference(tfile->tun) in a helper the read path calls (file operations hold nothing)
+    ("drivers/net/tun.c", "tun_get",
+     "\trcu_read_lock();\n\ttun = rcu_dereference(tfile->tun);\n\tif (tun)\n\t\tdev_hold(tun->dev);\n"
+     "\trcu_read_unlock();\n",
+     "\ttun = rcu_dereference(tfile->tun);\n\tif (tun)\n\t\tdev_hold(tun->dev);\n", DEREF, "error",
+     "tun_get"),
     # xmit's unlock moved above the last use of tfile (the caller's BH-off does not excuse it)
     ("drivers/net/tun.c", "tun_net_xmit",
      "\ttfile->socket.sk->sk_data_ready(tfile->socket.sk);\n\n\trcu_read_unlock();\n\treturn NETDEV_TX_OK;",
@@ -63,6 +71,17 @@ MUTATIONS = [
      "\t\trtnl_unlock();\n\t\trcu_read_lock();\n", "\t\trtnl_unlock();\n", DEREF, "error",
      "bond_activebackup_arp_mon"),
 ]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def index_61(kernel_tree):
+    """The call index of the 6.1 tree (built once per tree content, cached), in use for every
+    check here: entry states come from callers anywhere in the tree."""
+    from patchbench.checks import callindex
+    from tests.support.kernel import TAG
+    index = callindex.from_git(kernel_tree / ".git", TAG, os.cpu_count() or 1)
+    with callindex.active(index):
+        yield index
 
 
 def lint(path: str, source: bytes):
@@ -143,3 +162,31 @@ def test_seed_ring_consume_helper_in_real_tun(kernel_tree, late):
         assert "'dev'" in found[0].message
     else:
         assert found == []
+
+
+# The mission's second example: a consume helper of the read path that reaches the device through
+# rcu_dereference(tfile->tun)->dev with no read-side section at all.
+NO_SECTION_CONSUME = """
+static void *tun_ring_consume(struct tun_file *tfile)
+{
+	struct net_device *dev;
+	void *ptr;
+
+	ptr = ptr_ring_consume(&tfile->tx_ring);
+	if (ptr) {
+		dev = rcu_dereference(tfile->tun)->dev;
+		netif_wake_subqueue(dev, tfile->queue_index);
+	}
+	return ptr;
+}
+
+"""
+
+
+@pytest.mark.kernel
+def test_consume_helper_without_a_section_is_reported(kernel_tree):
+    source = (kernel_tree / "drivers/net/tun.c").read_text()
+    patched = source.replace("static void *tun_ring_recv(", NO_SECTION_CONSUME + "static void *tun_ring_recv(")
+    patched = patched.replace("\tptr = ptr_ring_consume(&tfile->tx_ring);", "\tptr = tun_ring_consume(tfile);")
+    found = lint("drivers/net/tun.c", patched.encode())
+    assert [(f.rule, f.severity, f.function) for f in found] == [(DEREF, "error", "tun_ring_consume")]

@@ -38,6 +38,8 @@ SUFFIXES = (".c", ".h")
 # Userspace, documentation and build tooling: nothing there calls the kernel's functions.
 SKIPPED_DIRS = ("tools/", "Documentation/", "scripts/", "samples/", "usr/", "LICENSES/")
 DEPTH = 2    # callers of callers consulted for a caller's own entry
+# Bump when scan() changes what it records: every stored scan and index is then rebuilt.
+SCAN_VERSION = 2
 FANOUT = 32  # files consulted for a caller's own entry (the first, by path): a meet needs few
 
 FAMILIES = ("rcu", "rcu_bh", "rcu_sched", "srcu", "bh", "preempt", "irq", "spin", "rtnl")
@@ -115,7 +117,12 @@ def scan(source: bytes) -> dict:
         mask = 0
         at = 0   # where the last lock operation was found: positions only matter for those
         sites: set[tuple[bytes, int]] = set()
+        taken: list[list[str]] = []   # [spelling, argument text] of each lock call
         for word in _CALL.findall(body):   # names only: a match object per call costs 10x
+            if word in _lock_spellings():
+                at = body.find(word, at) + len(word)
+                arguments = _arguments(body, body.find(b"(", at) + 1)
+                taken.append([word.decode(), arguments[0].decode("latin-1") if arguments else ""])
             op = ops.get(word)
             if op is None and word in _GUARDS:
                 at = body.find(word, at)
@@ -125,10 +132,8 @@ def scan(source: bytes) -> dict:
                 at += len(word)
             if op is not None:
                 bits, delta, _ = op
-                if delta < 0:
-                    at = body.find(word, at) + len(word)
-                    if _early_exit(body, at):
-                        continue
+                if delta < 0 and _early_exit(body, at):
+                    continue
                 mask = 0
                 for i, bit in enumerate(_BITS):
                     if bits & bit:
@@ -143,6 +148,9 @@ def scan(source: bytes) -> dict:
             elif word in registration_calls:
                 regs.extend(_registered(word, body))
         calls[name] = sorted([callee.decode("latin-1"), bits] for callee, bits in sites if callee not in _NOT_NAMES)
+        effect = _net_effect(taken)
+        if effect:   # a lock wrapper: what it leaves taken or released, and its parameters
+            defs[name].append([_params(text, start), effect])
     if b"=" not in text or not _FIELD_INIT.search(text):
         starts, structs = [], []
     else:
@@ -159,6 +167,48 @@ def scan(source: bytes) -> dict:
         if kind:
             regs.append([match.group(2).decode("latin-1"), kind, ""])
     return {"defs": defs, "calls": calls, "regs": regs}
+
+
+@lru_cache(maxsize=1)
+def _lock_spellings() -> frozenset[bytes]:
+    return frozenset(name.encode() for name, op in kfacts.lock_ops().items()
+                     if op.action in ("acquire", "release", "try_fail"))
+
+
+def _net_effect(taken: list[list[str]]) -> list[list[str]]:
+    """The lock calls of a body whose lock (spelling family and argument text) is not balanced
+    in it: what a wrapper (foo_chan_lock() around mutex_lock()) does to its caller."""
+    balance: dict[tuple[str, str], int] = {}
+    first: dict[tuple[str, str], list[str]] = {}
+    for spelling, argument in taken:
+        op = kfacts.lock_op(spelling)
+        lock = (op.kind, "".join(argument.split()))
+        balance[lock] = balance.get(lock, 0) + (-1 if op.action == "release" else 1)
+        first.setdefault(lock, [spelling, lock[1]])
+        if op.action == "release":
+            first[lock] = [spelling, lock[1]] if balance[lock] < 0 else first[lock]
+    return [first[lock] for lock, count in balance.items() if count]
+
+
+_PARAM = re.compile(rb"([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*$")
+
+
+def _params(text: bytes, brace: int) -> list[str]:
+    """Parameter names of the function whose body opens at brace."""
+    header = text[max(0, brace - 400):brace]
+    close = header.rfind(b")")
+    depth, i = 0, close
+    while i >= 0:
+        depth += header[i:i + 1] == b")"
+        depth -= header[i:i + 1] == b"("
+        if depth == 0:
+            break
+        i -= 1
+    names = []
+    for part in header[i + 1:close].split(b","):
+        match = _PARAM.search(part.strip())
+        names.append(match.group(1).decode("latin-1") if match and part.strip() != b"void" else "")
+    return names
 
 
 def _last_before(starts: list[int], at: int) -> int:
@@ -253,6 +303,8 @@ class CallIndex:
     defs: dict[str, list[tuple[int, bool, int]]]          # name -> [(file, global, stated bits)]
     callers: dict[str, list[int]]                         # name -> files calling it
     regs: dict[str, list[tuple[int, str, str]]]           # function -> [(file, kind, struct)]
+    # header functions that leave a lock taken or released: name -> [params, [[spelling, argument]]]
+    wrappers: dict[str, list] = field(default_factory=dict)
     _entries: dict = field(default_factory=dict, repr=False)
     _scans: dict = field(default_factory=dict, repr=False)
 
@@ -360,6 +412,15 @@ def current_digest() -> str:
     return _ACTIVE[-1][0].digest if _ACTIVE else ""
 
 
+def wrapper(name: str) -> tuple[list[str], list[list[str]]] | None:
+    """(parameter names, [[lock spelling, argument text], ...]) of a header function that leaves
+    those locks taken (or released) in its caller (a subsystem's foo_chan_lock()), or None."""
+    if not _ACTIVE:
+        return None
+    found = _ACTIVE[-1][0].wrappers.get(name)
+    return (found[0], found[1]) if found else None
+
+
 def entries(path: str, name: str) -> list[Way]:
     """The ways into the global function `name` defined in `path`, from the rest of the tree;
     [Way(unknown)] when there is none, or no index is in use."""
@@ -374,10 +435,10 @@ def entries(path: str, name: str) -> list[Way]:
 # -- building and caching ----------------------------------------------------------------------
 
 def fingerprint() -> str:
-    """Of this module and the parts of the facts table a scan reads (locks, guards, registration
+    """Of the scan (SCAN_VERSION) and the parts of the facts table a scan reads (locks, guards, registration
     calls and fields, asserts): a changed scan never reads stale entries, while a new calling
     context (applied when a way in is asked for) keeps them."""
-    digest = hashlib.sha1(Path(__file__).read_bytes())
+    digest = hashlib.sha1(f"scan {SCAN_VERSION}".encode())
     table = kfacts.table()
     read = {"lock": table["lock"], "guard": table["guard"], "registration": table["registration"],
             "asserts": table["rcu"]["asserts"]}
@@ -497,17 +558,20 @@ def _build(blobs: list[tuple[str, str]], source: tuple[str, Path], jobs: int) ->
     defs: dict[str, list] = {}
     callers: dict[str, list] = {}
     regs: dict[str, list] = {}
+    wrappers: dict[str, list] = {}
     for number, ((path, _), found) in enumerate(zip(blobs, summaries)):
         header = path.endswith(".h")
-        for name, (is_global, stated) in found["defs"].items():
+        for name, (is_global, stated, *wrapper) in found["defs"].items():
             defs.setdefault(name, []).append((number, is_global or header, stated))
+            if header and wrapper:
+                wrappers.setdefault(name, wrapper[0])
         for callee in found["called"]:
             callers.setdefault(callee, []).append(number)
         for function, kind, struct in found["regs"]:
             regs.setdefault(function, []).append((number, kind, struct))
     # names never defined (macros, functions of unindexed files) have no ways to ask about
     callers = {name: numbers for name, numbers in callers.items() if name in defs}
-    index = CallIndex(digest, directory, blobs, defs, callers, regs)
+    index = CallIndex(digest, directory, blobs, defs, callers, regs, wrappers)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         partial = stored.with_suffix(f".{os.getpid()}.tmp")

@@ -18,9 +18,11 @@ that releases its caller's lock on every path releases it.
 
 from __future__ import annotations
 
+import re
+
 import tree_sitter
 
-from patchbench.checks import flow, kfacts
+from patchbench.checks import callindex, flow, kfacts
 from patchbench.checks.model import CallSite, FileModel, Function
 
 
@@ -85,6 +87,7 @@ class LockTransfer(flow.Transfer):
         self._ops: dict[CallSite, tuple[LockOp, str] | None] = {}
         self._tested: dict[tuple[Function, str], str] = {}   # (function, tested text) -> its key
         self._blocks: dict[CallSite, int] = {}   # guard call -> start byte of the block it holds for
+        self._wrapped: dict[CallSite, list] = {}
 
     def op(self, call: CallSite) -> tuple[LockOp, str] | None:
         """The lock operation of the call and its lock's key (computed once per call: every path
@@ -112,15 +115,29 @@ class LockTransfer(flow.Transfer):
         return self.model.functions.get(call.function)
 
     def changes(self, call: CallSite) -> bool:
-        return self.op(call) is not None or call.name in self.summaries
+        return self.op(call) is not None or call.name in self.summaries or bool(self.wrapped(call))
 
     def call(self, state: frozenset, call: CallSite) -> frozenset:
         found = self.op(call)
         if found is None:
-            return self.callee_effect(state, call)
+            if call.name in self.summaries:
+                return self.callee_effect(state, call)
+            for op, key in self.wrapped(call):
+                state = self.apply(state, op, key)
+            return state
         op, key = found
         if call in self._blocks:
             return state | {("held", key), ("scope", self._blocks[call], key)}
+        return self.apply(state, op, key)
+
+    def wrapped(self, call: CallSite) -> list[tuple[LockOp, str]]:
+        """The lock operations a header wrapper (static inline foo_chan_lock() around
+        mutex_lock(&chan->lock)) leaves done in its caller, with keys of the caller's arguments."""
+        if call not in self._wrapped:
+            self._wrapped[call] = wrapped_ops(self.model, self.function_of(call), call)
+        return self._wrapped[call]
+
+    def apply(self, state: frozenset, op: LockOp, key: str) -> frozenset:
         if op.action in ("acquire", "try_fail"):
             return state | {("held", key)} | self.implied(op, key)
         if op.action == "assert":
@@ -186,6 +203,39 @@ class LockTransfer(flow.Transfer):
             elif kind == "caller" and ("held", key) not in ever_held:
                 state = state - {("held", mine)} if ("held", mine) in state else state | {("caller", mine)}
         return state
+
+
+_ROOT = re.compile(r"^(&?\(?)([A-Za-z_]\w*)")
+_ACCESS_PATH = re.compile(r"^&?[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*|\[[^\]]*\])*$")
+
+
+def wrapped_ops(model: FileModel, function: Function | None, call: CallSite) -> list[tuple[LockOp, str]]:
+    """(op, key) of each lock a header wrapper called here leaves taken or released (see
+    callindex.wrapper); [] for other calls and for in-file functions (summarised instead)."""
+    found = callindex.wrapper(call.name) if call.name not in model.functions else None
+    if found is None:
+        return []
+    params, effect = found
+    ops = []
+    for spelling, argument in effect:
+        op = kfacts.lock_op(spelling)
+        if op is None:
+            continue
+        if op.key == "global":
+            ops.append((op, op.kind))
+            continue
+        match = _ROOT.match(argument)
+        if match is None or match.group(2) not in params:
+            continue
+        index = params.index(match.group(2))
+        if index >= len(call.args) or not _ACCESS_PATH.match(call.args[index]):
+            continue
+        # "&chan->lock" with chan = "&priv->chan" -> "&priv->chan->lock" (keys read -> as .)
+        text = match.group(1).replace("(", "") + call.args[index].lstrip("&") + argument[match.end():]
+        key = lock_key(model, function, call, op, [text] * (op.argument + 1))
+        if key is not None:
+            ops.append((op, key))
+    return ops
 
 
 def lock_functions(model: FileModel) -> set[str]:

@@ -40,10 +40,11 @@ _DOCUMENTED = re.compile(r"\b(returns?|exits?|leaves?|left)\b[^.]{0,60}\b(held|l
 _FAILURE = re.compile(r"^(NULL|false|ERR_PTR\(.*\)|-E\w+|-\d+)$")
 
 
-def _takes(call) -> bool:
+def _takes(model: FileModel, call) -> bool:
     op = kfacts.lock_op(call.name)
     return (op is not None and op.action in ("acquire", "try", "try_fail")) or \
-        locks.guard_call(call) is not None
+        locks.guard_call(call) is not None or \
+        any(op.action != "release" for op, _ in locks.wrapped_ops(model, None, call))
 
 
 def _mentions() -> tuple[bytes, ...]:
@@ -59,7 +60,7 @@ MENTIONS = _mentions()
 
 
 def check(model: FileModel) -> Iterable[Finding]:
-    names = {name for name, function in model.functions.items() if any(_takes(c) for c in function.calls)}
+    names = {name for name, function in model.functions.items() if any(_takes(model, c) for c in function.calls)}
     if not names:
         return []
     results = summaries.solve(model, names | locks.lock_functions(model),
@@ -208,6 +209,6 @@ def _spelling(model: FileModel, function: Function, key: str) -> str:
     transfer = locks.LockTransfer(model)
     for call in function.calls:
         found = transfer.op(call)
-        if found and found[1] == key:
+        if (found and found[1] == key) or any(k == key for _, k in transfer.wrapped(call)):
             return f"{call.name}({', '.join(call.args)})"
     return key
