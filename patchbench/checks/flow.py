@@ -173,7 +173,7 @@ class _Walker:
     def statement(self, node: tree_sitter.Node, states: set) -> set:
         kind = node.type
         if len(states) > MAX_STATES:
-            states = set(list(states)[:MAX_STATES])
+            states = set(sorted(states, key=_state_order)[:MAX_STATES])   # the same ones whatever the hash seed
         if kind in _SKIPPED:
             return states
         if kind == "compound_statement" and self.scoped:
@@ -564,6 +564,11 @@ class _Walker:
 
     def text(self, node: tree_sitter.Node) -> str:
         return node.text.decode("utf-8", "replace") if node.text is not None else ""
+
+
+def _state_order(state: State) -> tuple:
+    """A sort key for states that does not depend on set iteration order (hash seed)."""
+    return tuple(sorted(map(repr, state))) if isinstance(state, frozenset) else (repr(state),)
 
 
 @lru_cache(maxsize=4096)

@@ -82,7 +82,8 @@ def _release(state: frozenset, family: str) -> frozenset:
     held = [f for f in state if f[0] == "r" and f[1] == family]
     if not held:
         return state
-    return state - {max(held, key=lambda f: (f[2], f[3] == "own"))}
+    # the innermost level, own before inherited; ties broken by origin, never by set order
+    return state - {max(held, key=lambda f: (f[2], f[3] == "own", f[3]))}
 
 
 def update_side_held(state: frozenset, info: F.FunctionInfo, at: int, mutexes: frozenset) -> bool:
@@ -323,7 +324,7 @@ def _inherited(state: frozenset, caller: F.FunctionInfo, at: int) -> frozenset:
         else:
             facts.add(("lock", fact[1], _passed(fact[2])))
     for family, held in levels.items():
-        for level, fact in enumerate(sorted(held, key=lambda f: f[2]), 1):
+        for level, fact in enumerate(sorted(held, key=lambda f: (f[2], f[3])), 1):   # not in set order
             facts.add(("r", family, level, _passed(fact[3])))
     return frozenset(facts)
 
