@@ -5,8 +5,8 @@ The walker keeps the SET of distinct states reaching each point (one per path cl
 if/else (including `if (spin_trylock(..))`, `if (!mutex_trylock(..))`, `&&`, `||`, `x == 0`),
 switch/case with fall-through, while/for/do loops (to a fixpoint), break/continue, goto and
 labels (forward and backward), return, calls that never return (`BUG()`, `panic()`: the path
-ends), and statement expressions; `#ifdef` blocks in a body are
-walked through their first branch.
+ends), and statement expressions; `#if`/`#ifdef` blocks in a body (also around case labels) are
+walked on every branch.
 
 A rule describes its semantics with a `Transfer`:
 
@@ -130,6 +130,7 @@ _PREDICATE = re.compile(r"(^|_)(is|has|can|should|needs?|uses?)_|_(enabled|suppo
 _KNOWN_TRUTH = {"true": True, "1": True, "false": False, "0": False, "NULL": False}
 _SIDE_EFFECT = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--")
 _LOOPS = ("while_statement", "for_statement", "do_statement")
+_CONDITIONALS = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_elifdef")
 _SKIPPED = ("comment", "type_definition", "struct_specifier", "enum_specifier", "union_specifier",
             "preproc_def", "preproc_function_def", "preproc_call", "preproc_include", ";", "{", "}")
 
@@ -183,8 +184,10 @@ class _Walker:
             finally:
                 self.blocks.pop()
             return {self.transfer.leave_block(state, node) for state in states}
-        if kind in ("compound_statement", "translation_unit") or kind.startswith("preproc_if"):
+        if kind in ("compound_statement", "translation_unit"):
             return self.statement_list(node, states)
+        if kind in _CONDITIONALS:
+            return self.conditional(node, states)
         if kind == "expression_statement":
             return self.expression(node, states)
         if kind == "declaration":
@@ -228,7 +231,8 @@ class _Walker:
             return states
         if kind in ("case_statement", "attributed_statement", "ERROR", "else_clause"):
             for child in node.named_children:
-                if child.type.endswith("statement") or child.type in ("declaration", "ERROR"):
+                if child.type.endswith("statement") or child.type in ("declaration", "ERROR") \
+                        or child.type.startswith("preproc_"):
                     states = self.statement(child, states)
                 else:
                     states = self.expression(child, states)
@@ -236,15 +240,47 @@ class _Walker:
         return self.expression(node, states)
 
     def statement_list(self, node: tree_sitter.Node, states: set) -> set:
-        kind = node.type
         for child in node.named_children:
-            if kind.startswith("preproc_if") and child.type in ("preproc_else", "preproc_elif",
-                                                               "preproc_elifdef"):
-                break
-            if child.type in ("identifier", "preproc_arg") and kind.startswith("preproc_if"):
-                continue
             states = self.statement(child, states)
         return states
+
+    def conditional(self, node: tree_sitter.Node, states: set) -> set:
+        """`#if`/`#ifdef`/`#ifndef` (and its `#elif`s) in a body: every branch is walked and the
+        results joined, a missing `#else` being an empty one. With branch correlation, each path
+        is tagged with the branch it took, so a later conditional on the same text takes the same
+        one (`#ifdef CONFIG_X lock #endif ... #ifdef CONFIG_X unlock #endif` is balanced)."""
+        key, truth = self.directive(node)
+        taken, not_taken = set(states), set(states)
+        if self.transfer.correlate_branches:
+            taken = {_tagged(s, key, truth) for s in states if ("branch", key, not truth) not in s}
+            not_taken = {_tagged(s, key, not truth) for s in states if ("branch", key, truth) not in s}
+            self.tag_texts.add(key)
+        alternative = node.child_by_field_name("alternative")
+        out = self.statement_list_of(_branch_body(node), taken)
+        if alternative is not None and alternative.type == "preproc_else":
+            not_taken = self.statement_list_of(alternative.named_children, not_taken)
+        elif alternative is not None:
+            not_taken = self.conditional(alternative, not_taken)
+        if self.transfer.correlate_branches:
+            tags = {("branch", key, True), ("branch", key, False)}
+            untagged = {state - tags for state in out}
+            if untagged == {state - tags for state in not_taken}:
+                return untagged   # the branches agree: forget which one was taken
+        return out | not_taken
+
+    def statement_list_of(self, nodes: list[tree_sitter.Node], states: set) -> set:
+        for child in nodes:
+            states = self.statement(child, states)
+        return states
+
+    def directive(self, node: tree_sitter.Node) -> tuple[str, bool]:
+        """(text, truth) naming a conditional's test: ("#ifdef X", False) for `#ifndef X`."""
+        name = node.child_by_field_name("name")
+        if name is not None:   # #ifdef / #ifndef (and #elifdef)
+            negated = node.children[0].type in ("#ifndef", "#elifndef")
+            return "#ifdef " + self.text(name), not negated
+        condition = node.child_by_field_name("condition")
+        return "#if " + squeeze(self.text(condition) if condition is not None else ""), True
 
     def leave(self, states: set, depth: int) -> set:
         """States after leaving the open blocks deeper than `depth` (innermost first)."""
@@ -413,7 +449,7 @@ class _Walker:
         self.break_depths.append(len(self.blocks))
         falling: set = set()
         has_default = False
-        for case in body.named_children if body is not None else []:
+        for case in _cases(body.named_children) if body is not None else []:
             if case.type == "case_statement":
                 has_default |= case.child_by_field_name("value") is None
                 falling = self.statement(case, falling | states)
@@ -564,6 +600,26 @@ class _Walker:
 
     def text(self, node: tree_sitter.Node) -> str:
         return node.text.decode("utf-8", "replace") if node.text is not None else ""
+
+
+def _branch_body(node: tree_sitter.Node) -> list[tree_sitter.Node]:
+    """The statements of a conditional's first branch (without its test and its #else/#elif)."""
+    test = {node.child_by_field_name(f) for f in ("condition", "name", "alternative")} - {None}
+    return [child for child in node.named_children if child not in test]
+
+
+def _cases(children: list[tree_sitter.Node]) -> list[tree_sitter.Node]:
+    """A switch body's items with conditionals opened: the case labels of every branch, in order."""
+    items = []
+    for child in children:
+        if child.type in _CONDITIONALS or child.type in ("preproc_else", "preproc_elif", "preproc_elifdef"):
+            items.extend(_cases(_branch_body(child)))
+            alternative = child.child_by_field_name("alternative")
+            if alternative is not None:
+                items.extend(_cases([alternative]))
+        else:
+            items.append(child)
+    return items
 
 
 def _state_order(state: State) -> tuple:
