@@ -15,6 +15,8 @@ index expression says about the queue, independent of the variable names of each
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -69,6 +71,8 @@ class QueueKey:
 
 
 UNKNOWN = QueueKey("unknown")
+# `j++`, `j--`, `++j`, `j += n`, `j -= n`: a variable that walks over values.
+_STEPPED = re.compile(r"\b([A-Za-z_]\w*)\s*(?:\+\+|--|[-+*/]=)|(?:\+\+|--)\s*([A-Za-z_]\w*)")
 
 
 @dataclass(eq=False)
@@ -185,12 +189,19 @@ class KeyReader:
         return UNKNOWN
 
     def _through_local(self, name: str, depth: int, read) -> QueueKey:
-        """Follow a local whose every assignment in the function gives the same key."""
+        """Follow a local whose every assignment in the function gives the same key. A local that
+        is also stepped (`j++`, `i += 2`: a loop counter) names every queue it goes through."""
         values = self.values.get(name)
-        if not values or depth >= 4:
+        if not values or depth >= 4 or name in self.stepped:
             return UNKNOWN
         keys = {read(value, depth + 1) for value in values}
         return keys.pop() if len(keys) == 1 else UNKNOWN
+
+    @cached_property
+    def stepped(self) -> set[str]:
+        """Locals the function increments, decrements or updates in place."""
+        text = self.model.text(self.function.body)
+        return {match.group(1) or match.group(2) for match in _STEPPED.finditer(text)}
 
     @cached_property
     def values(self) -> dict[str, list[tree_sitter.Node]]:
