@@ -240,9 +240,7 @@ class _Walker:
         return self.expression(node, states)
 
     def statement_list(self, node: tree_sitter.Node, states: set) -> set:
-        for child in node.named_children:
-            states = self.statement(child, states)
-        return states
+        return self.statement_list_of(node.named_children, states)
 
     def conditional(self, node: tree_sitter.Node, states: set) -> set:
         """`#if`/`#ifdef`/`#ifndef` (and its `#elif`s) in a body: every branch is walked and the
