@@ -354,7 +354,7 @@ class CallIndex:
 
     def entry(self, number: int, name: str, depth: int) -> tuple[frozenset, str]:
         """(families, known) held on entry to `name` of file `number`, from what it states and
-        its ways in (DEPTH callers deep; deeper, or with no way in, it is unknown: "caller")."""
+        its ways in (DEPTH files away; further, or with no way in, it is unknown: "caller")."""
         key = (number, name)
         if key in self._entries:
             return self._entries[key]
@@ -367,7 +367,7 @@ class CallIndex:
         elif depth < DEPTH:   # a static function: only its own file reaches it
             ways = [self.registered(kind, struct) for n, kind, struct in self.regs.get(name, ()) if n == number]
             for caller, bits in self.sites(name, number):
-                held, known = self.entry(number, caller, depth + 1)
+                held, known = self.entry(number, caller, depth)   # within a file: no hop counted
                 ways.append(Way(_families(bits) | held, known))
         known_ways = [w for w in ways if w.known != "unknown"]
         if known_ways:
@@ -390,17 +390,19 @@ def _context_families(context: kfacts.Context) -> frozenset:
 
 # -- the index in use --------------------------------------------------------------------------
 
-_ACTIVE: list[tuple[CallIndex, Path | None]] = []
+_ACTIVE: list[tuple[CallIndex, Path | None, bool]] = []
 
 
 @contextlib.contextmanager
-def active(index: CallIndex | None, root: Path | None = None) -> Iterator[None]:
+def active(index: CallIndex | None, root: Path | None = None, series: bool = False) -> Iterator[None]:
     """Within the block (and in processes forked inside it) entries() reads `index`; the paths
-    of the files checked are relative to `root` (None: already relative to the tree)."""
+    of the files checked are relative to `root` (None: already relative to the tree). `series`:
+    the findings are compared with the parent's (patchbench check), so a dereference in a
+    function of unknown entry is reported, as only new ones will be shown."""
     if index is None:
         yield
         return
-    _ACTIVE.append((index, root))
+    _ACTIVE.append((index, root, series))
     try:
         yield
     finally:
@@ -408,8 +410,17 @@ def active(index: CallIndex | None, root: Path | None = None) -> Iterator[None]:
 
 
 def current_digest() -> str:
-    """The digest of the index in use ("" for none): part of every facts cache key."""
-    return _ACTIVE[-1][0].digest if _ACTIVE else ""
+    """The digest of the index in use ("" for none) and its mode: part of every facts cache key."""
+    if not _ACTIVE:
+        return ""
+    return _ACTIVE[-1][0].digest + (":series" if _ACTIVE[-1][2] else "")
+
+
+def reports_unknown() -> bool:
+    """Whether what a function of unknown entry needs is reported: by `check` (only new findings
+    are shown: a new dereference there) and where no index is known; not by `lint` of a tree,
+    whose existing code the index could not place."""
+    return not _ACTIVE or _ACTIVE[-1][2]
 
 
 def wrapper(name: str) -> tuple[list[str], list[list[str]]] | None:
@@ -426,7 +437,7 @@ def entries(path: str, name: str) -> list[Way]:
     [Way(unknown)] when there is none, or no index is in use."""
     if not _ACTIVE:
         return [Way(frozenset(), "unknown")]
-    index, root = _ACTIVE[-1]
+    index, root, _ = _ACTIVE[-1]
     if root is not None:
         path = os.path.relpath(os.path.abspath(path), root)
     return index.ways(path, name) or [Way(frozenset(), "none")]

@@ -222,8 +222,7 @@ def wrapped_ops(model: FileModel, function: Function | None, call: CallSite) -> 
         if op is None:
             continue
         if op.key == "global":
-            ops.append((op, op.kind))
-            continue
+            continue   # kmap_atomic()'s preempt_disable(): its pair is often a macro, not a function
         match = _ROOT.match(argument)
         if match is None or match.group(2) not in params:
             continue

@@ -63,7 +63,7 @@ def check_applied(result: ApplyResult, jobs: int = os.cpu_count() or 1) -> Serie
     touched = [(patch, sorted({p for p in patch.files if p.endswith(C_SUFFIXES)})) for patch in result.applied]
     git_dir = open_repository(result.repo)
     index = callindex.from_git(git_dir, result.base, jobs) if any(files for _, files in touched) else None
-    with Git(git_dir).blobs() as blobs, callindex.active(index):
+    with Git(git_dir).blobs() as blobs, callindex.active(index, series=True):
         after = _analyse(blobs, [(patch.commit, path) for patch, files in touched for path in files], jobs)
         before = _analyse(blobs, [(patch.parent, path) for patch, files in touched for path in files
                                   if after[(patch.commit, path)]], jobs)

@@ -122,15 +122,32 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Findi
         key = found[1]
         states = summary.result.states_at(call)
         # ("caller", key): held on entry, asserted, or released unheld earlier on this path (the
-        # earlier release is the one reported)
-        if any(("held", key) not in state and ("caller", key) not in state
-               and not any(fact[0] == "implied" and fact[1] == key for fact in state) for state in states):
+        # earlier release is the one reported). Only the error-path shape is reported: a release
+        # under a label that a path reaches without ever having taken the lock; loops and
+        # correlated conditions the walk cannot follow leave other shapes too uncertain.
+        if _on_labelled_exit(function, call) and any(
+                ("held", key) not in state and ("caller", key) not in state and ("released", key) not in state
+                and not any(fact[0] == "implied" and fact[1] == key for fact in state) for state in states):
             reported.add(key)
             findings.append(engine.finding(
                 engine.rule(ID), model, call.node, function.name,
                 f"{call.name}({', '.join(call.args)}) releases a lock {function.name}() takes, on a "
                 "path where it was not taken (or was released already)"))
     return findings
+
+
+def _on_labelled_exit(function: Function, call) -> bool:
+    """The call follows a label of the function with no return between them (`out_unlock:`)."""
+    labels, returns = [], []
+    pending = [function.body]
+    while pending:
+        node = pending.pop()
+        if node.type == "labeled_statement":
+            labels.append(node.start_byte)
+        elif node.type == "return_statement":
+            returns.append(node.start_byte)
+        pending.extend(node.named_children)
+    return any(label < call.start and not any(label < r < call.start for r in returns) for label in labels)
 
 
 def _intended(model: FileModel, function: Function, key: str, holding, releasing) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from patchbench.checks import cparse, engine
+from patchbench.checks import callindex, cparse, engine
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel
 from patchbench.checks.rules import rcu_analysis as A
@@ -58,6 +58,8 @@ def check(model: FileModel) -> Iterable[Finding]:
         if worst == "missing" and all(A.UNKNOWN in s and site.function.holds(A.UNKNOWN, call.start)
                                       for s, v in verdicts.items() if v == "missing"):
             worst = "unknown"
+            if not callindex.reports_unknown():
+                continue
         yield engine.finding(module, model, call.node, name, _message(site, worst),
                              "warning" if worst in ("weak", "rtnl", "unknown") else None)
 
