@@ -22,15 +22,15 @@ import contextlib
 import hashlib
 import json
 import os
-import pickle
+import sqlite3
 import re
-import subprocess
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from patchbench.checks import kfacts
+from patchbench.tree.git import BlobReader, Git
 
 UNKNOWN_WAY = frozenset({("unknown", "way")})
 UNKNOWN = ("unknown",)
@@ -295,28 +295,46 @@ class Way:
 
 @dataclass
 class CallIndex:
-    """The merged index of one tree. Per name only which files call it; what each call holds is
-    read from that file's scan (stored by blob id) when a way in is asked for."""
+    """The merged index of one tree, an SQLite file asked per name (nothing loaded up front):
+    which files define and call each name, registrations, header lock wrappers. What each call
+    holds is read from the calling file's scan (stored by blob id) when a way in is asked for."""
     digest: str                                           # of every (path, blob id)
-    directory: Path                                       # where the scans are stored
-    files: list[tuple[str, str]]                          # (path, blob id), by file number
-    defs: dict[str, list[tuple[int, bool, int]]]          # name -> [(file, global, stated bits)]
-    callers: dict[str, list[int]]                         # name -> files calling it
-    regs: dict[str, list[tuple[int, str, str]]]           # function -> [(file, kind, struct)]
-    # header functions that leave a lock taken or released: name -> [params, [[spelling, argument]]]
-    wrappers: dict[str, list] = field(default_factory=dict)
+    directory: Path                                       # where the scans and the database are
     _entries: dict = field(default_factory=dict, repr=False)
     _scans: dict = field(default_factory=dict, repr=False)
+    _connection: tuple = field(default=(), repr=False)    # (pid, sqlite3.Connection)
 
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_entries": {}, "_scans": {}}
+    def _query(self, sql: str, *args) -> list[tuple]:
+        if not self._connection or self._connection[0] != os.getpid():   # not across a fork
+            database = f"file:{self.directory / (self.digest + '.sqlite')}?mode=ro"
+            self._connection = (os.getpid(), sqlite3.connect(database, uri=True, check_same_thread=False))
+        return self._connection[1].execute(sql, args).fetchall()
+
+    def defs(self, name: str) -> list[tuple[int, bool, int]]:
+        """(file, global, stated bits) of each definition of `name`."""
+        return [(f, bool(g), s) for f, g, s in
+                self._query("SELECT file, global, stated FROM defs WHERE name = ? ORDER BY file", name)]
+
+    def callers(self, name: str) -> list[int]:
+        return [f for (f,) in self._query("SELECT file FROM callers WHERE name = ? ORDER BY file", name)]
+
+    def regs(self, name: str) -> list[tuple[int, str, str]]:
+        return self._query("SELECT file, kind, struct FROM regs WHERE name = ? ORDER BY file, kind, struct", name)
+
+    def wrapper_of(self, name: str) -> list | None:
+        found = self._query("SELECT effect FROM wrappers WHERE name = ?", name)
+        return json.loads(found[0][0]) if found else None
+
+    def blob(self, number: int) -> str:
+        found = self._query("SELECT blob FROM files WHERE number = ?", number)
+        return found[0][0] if found else ""
 
     def scan_of(self, number: int) -> dict:
-        path, blob = self.files[number]
         if number not in self._scans:
             if len(self._scans) > 512:
                 self._scans.clear()
-            self._scans[number] = _load_scan(self.directory, blob) or {"defs": {}, "calls": {}, "regs": []}
+            self._scans[number] = _load_scan(self.directory, self.blob(number)) or \
+                {"defs": {}, "calls": {}, "regs": []}
         return self._scans[number]
 
     def sites(self, name: str, number: int) -> list[tuple[str, int]]:
@@ -325,20 +343,19 @@ class CallIndex:
                 for callee, bits in called if callee == name]
 
     def number(self, path: str) -> int:
-        if not hasattr(self, "_numbers"):
-            self._numbers = {p: i for i, (p, _) in enumerate(self.files)}
-        return self._numbers.get(path, -1)
+        found = self._query("SELECT number FROM files WHERE path = ?", path)
+        return found[0][0] if found else -1
 
     def is_local(self, name: str, number: int) -> bool:
         """`name` is a static function of file `number` (a .c file): its calls there are its own."""
-        return any(f == number and not is_global for f, is_global, _ in self.defs.get(name, ()))
+        return any(f == number and not is_global for f, is_global, _ in self.defs(name))
 
     def ways(self, path: str, name: str, depth: int = 0) -> list[Way]:
         """The ways into the global function `name` from files other than `path`."""
         here = self.number(path)
-        ways = [self.registered(kind, struct) for number, kind, struct in self.regs.get(name, ())
+        ways = [self.registered(kind, struct) for number, kind, struct in self.regs(name)
                 if number != here]
-        numbers = [n for n in self.callers.get(name, ()) if n != here and not self.is_local(name, n)]
+        numbers = [n for n in self.callers(name) if n != here and not self.is_local(name, n)]
         if depth and len(numbers) > FANOUT:   # a caller's own callers: enough of them to meet
             numbers = numbers[:FANOUT]
         for number in numbers:
@@ -359,13 +376,13 @@ class CallIndex:
         if key in self._entries:
             return self._entries[key]
         self._entries[key] = (frozenset(), "caller")   # a cycle adds nothing
-        found = [(is_global, stated) for n, is_global, stated in self.defs.get(name, ()) if n == number]
+        found = [(is_global, stated) for n, is_global, stated in self.defs(name) if n == number]
         is_global, stated = found[0] if found else (True, 0)
         ways: list[Way] = []
         if depth < DEPTH and is_global:
             ways = self.ways("", name, depth)
         elif depth < DEPTH:   # a static function: only its own file reaches it
-            ways = [self.registered(kind, struct) for n, kind, struct in self.regs.get(name, ()) if n == number]
+            ways = [self.registered(kind, struct) for n, kind, struct in self.regs(name) if n == number]
             for caller, bits in self.sites(name, number):
                 held, known = self.entry(number, caller, depth)   # within a file: no hop counted
                 ways.append(Way(_families(bits) | held, known))
@@ -428,7 +445,7 @@ def wrapper(name: str) -> tuple[list[str], list[list[str]]] | None:
     those locks taken (or released) in its caller (a subsystem's foo_chan_lock()), or None."""
     if not _ACTIVE:
         return None
-    found = _ACTIVE[-1][0].wrappers.get(name)
+    found = _ACTIVE[-1][0].wrapper_of(name)
     return (found[0], found[1]) if found else None
 
 
@@ -482,29 +499,18 @@ def tree_root(paths: Iterable[str]) -> Path | None:
 
 # What a worker reads blobs from: ("files", root) or ("git", git dir); set before forking.
 _SOURCE: list[tuple[str, Path]] = []
-_READER: list[subprocess.Popen] = []
-
-
-def _git_environment() -> dict:
-    return {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+_READER: list[BlobReader] = []
 
 
 def _read(path: str, blob: str) -> bytes:
     kind, where = _SOURCE[-1]
     if kind == "files":
         return (where / path).read_bytes()
-    if not _READER or _READER[-1].poll() is not None:   # one cat-file per worker process
-        _READER.append(subprocess.Popen(["git", "--git-dir", str(where), "cat-file", "--batch"],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        env=_git_environment()))
-    reader = _READER[-1]
-    reader.stdin.write(f"{blob}\n".encode())
-    reader.stdin.flush()
-    header = reader.stdout.readline().split()
-    if len(header) != 3:
+    if not _READER or _READER[-1].process.poll() is not None:   # one cat-file per worker process
+        _READER.append(Git(where).blobs())
+    data = _READER[-1].read(blob)
+    if data is None:
         raise OSError(f"git cat-file: no blob {blob} ({path})")
-    data = reader.stdout.read(int(header[2]))
-    reader.stdout.read(1)
     return data
 
 
@@ -549,14 +555,9 @@ def _build(blobs: list[tuple[str, str]], source: tuple[str, Path], jobs: int) ->
     blobs = sorted(blobs)
     digest = hashlib.sha1("\n".join(f"{p} {b}" for p, b in blobs).encode()).hexdigest()
     directory = cache_dir()
-    stored = directory / f"{digest}.pickle"
-    try:
-        with stored.open("rb") as handle:
-            index = pickle.load(handle)
-        index.directory = directory
-        return index
-    except (OSError, pickle.PickleError, EOFError, AttributeError):
-        pass
+    stored = directory / f"{digest}.sqlite"
+    if stored.is_file():
+        return CallIndex(digest, directory)
     _SOURCE.append(source)
     try:
         summaries = facts.parallel(_scan_blob, [(path, blob, directory) for path, blob in blobs], jobs)
@@ -566,32 +567,50 @@ def _build(blobs: list[tuple[str, str]], source: tuple[str, Path], jobs: int) ->
             reader = _READER.pop()
             reader.stdin.close()
             reader.wait()
-    defs: dict[str, list] = {}
-    callers: dict[str, list] = {}
-    regs: dict[str, list] = {}
-    wrappers: dict[str, list] = {}
+    directory.mkdir(parents=True, exist_ok=True)
+    partial = stored.with_suffix(f".{os.getpid()}.tmp")
+    partial.unlink(missing_ok=True)
+    with contextlib.closing(sqlite3.connect(partial)) as database:
+        _fill(database, blobs, summaries)
+        database.commit()
+    partial.replace(stored)
+    return CallIndex(digest, directory)
+
+
+def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries: list[dict]) -> None:
+    database.executescript("""
+        CREATE TABLE files (number INTEGER PRIMARY KEY, path TEXT, blob TEXT);
+        CREATE TABLE defs (name TEXT, file INTEGER, global INTEGER, stated INTEGER);
+        CREATE TABLE callers (name TEXT, file INTEGER);
+        CREATE TABLE regs (name TEXT, file INTEGER, kind TEXT, struct TEXT);
+        CREATE TABLE wrappers (name TEXT PRIMARY KEY, effect TEXT);
+    """)
+    database.executemany("INSERT INTO files VALUES (?, ?, ?)",
+                         ((number, path, blob) for number, (path, blob) in enumerate(blobs)))
+    defined: set[str] = set()
+    wrappers: dict[str, str] = {}
     for number, ((path, _), found) in enumerate(zip(blobs, summaries)):
         header = path.endswith(".h")
+        rows = []
         for name, (is_global, stated, *wrapper) in found["defs"].items():
-            defs.setdefault(name, []).append((number, is_global or header, stated))
+            rows.append((name, number, int(is_global or header), stated))
             if header and wrapper:
-                wrappers.setdefault(name, wrapper[0])
-        for callee in found["called"]:
-            callers.setdefault(callee, []).append(number)
-        for function, kind, struct in found["regs"]:
-            regs.setdefault(function, []).append((number, kind, struct))
-    # names never defined (macros, functions of unindexed files) have no ways to ask about
-    callers = {name: numbers for name, numbers in callers.items() if name in defs}
-    index = CallIndex(digest, directory, blobs, defs, callers, regs, wrappers)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        partial = stored.with_suffix(f".{os.getpid()}.tmp")
-        with partial.open("wb") as handle:
-            pickle.dump(index, handle, protocol=pickle.HIGHEST_PROTOCOL)
-        partial.replace(stored)
-    except OSError:
-        pass
-    return index
+                wrappers.setdefault(name, json.dumps(wrapper[0]))
+        defined.update(name for name, *_ in rows)
+        database.executemany("INSERT INTO defs VALUES (?, ?, ?, ?)", rows)
+        database.executemany("INSERT INTO regs VALUES (?, ?, ?, ?)",
+                             ((function, number, kind, struct) for function, kind, struct in found["regs"]))
+    # calls of names never defined (macros, functions of unindexed files) lead nowhere
+    for number, found in enumerate(summaries):
+        database.executemany("INSERT INTO callers VALUES (?, ?)",
+                             ((name, number) for name in found["called"] if name in defined))
+    database.executemany("INSERT INTO wrappers VALUES (?, ?)", sorted(wrappers.items()))
+    database.executescript("""
+        CREATE INDEX defs_name ON defs (name);
+        CREATE INDEX callers_name ON callers (name);
+        CREATE INDEX regs_name ON regs (name);
+        CREATE INDEX files_path ON files (path);
+    """)
 
 
 def from_files(root: Path, jobs: int) -> CallIndex:
@@ -614,10 +633,9 @@ def from_files(root: Path, jobs: int) -> CallIndex:
 
 def from_git(git_dir: Path, rev: str, jobs: int) -> CallIndex:
     """The index of the C files and headers of `rev` in a repository (blobs read from git)."""
-    listing = subprocess.run(["git", "--git-dir", str(git_dir), "ls-tree", "-r", "--full-tree", rev],
-                             capture_output=True, env=_git_environment(), check=True).stdout
+    listing = Git(git_dir).out("ls-tree", "-r", "--full-tree", rev)
     blobs = []
-    for line in listing.decode("utf-8", "replace").splitlines():
+    for line in listing.splitlines():
         meta, _, path = line.partition("\t")
         parts = meta.split()
         if len(parts) == 3 and parts[1] == "blob" and indexed(path):
