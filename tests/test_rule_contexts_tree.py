@@ -46,7 +46,8 @@ def test_without_the_caller_section_elsewhere_the_exported_helper_is_reported(tr
 def test_the_index_is_built_once_per_tree_content(tree):
     first = callindex.from_files(tree, 1)
     again = callindex.from_files(tree, 1)
-    assert first.digest == again.digest and again.wrappers == first.wrappers
+    assert first.digest == again.digest
+    assert again.wrapper_of("wrap_chan_lock") == [["chan"], [["mutex_lock_nested", "&chan->lock"]]]
     (tree / "drivers" / "user.c").write_text((tree / "drivers" / "user.c").read_text() + "\n")
     assert callindex.from_files(tree, 1).digest != first.digest
 
