@@ -564,9 +564,7 @@ def _build(blobs: list[tuple[str, str]], source: tuple[str, Path], jobs: int) ->
     finally:
         _SOURCE.remove(source)
         while _READER:
-            reader = _READER.pop()
-            reader.stdin.close()
-            reader.wait()
+            _READER.pop().close()
     directory.mkdir(parents=True, exist_ok=True)
     partial = stored.with_suffix(f".{os.getpid()}.tmp")
     partial.unlink(missing_ok=True)
