@@ -32,11 +32,13 @@ _WRAPPER_NAME = re.compile(r"(^|_)(try)?lock(_bh|_irq\w*|_nested|_shared|_exclus
                            r"|lock_sock$|_(acquire|get|begin|start|enter|hold)$", re.IGNORECASE)
 # Words of names of functions that hand a lock to their caller: foo_lock_channel(), bar_acquire_nvm().
 _HANDING_NAME = re.compile(r"(^|_)(try)?lock(_|$)|acquire|_get_|_get$|_hold|_begin|_start|_enter|suspend"
-                           r"|(^|_)pre_|prep|_down$|lookup", re.IGNORECASE)
+                           r"|(^|_)pre_|prep|_down$|lookup|(^|_)down_(read|write)", re.IGNORECASE)
 # Registrations whose counterpart releases: .pre_doit/.post_doit, .start/.stop, .lock/.unlock, ...
 _PAIRED_FIELD = re.compile(r"pre|start|next|lock|begin|prepare|init|get|enter|acquire", re.IGNORECASE)
 # "Returns with the lock held", "leaves rtnl locked": the function comment says it is meant.
 _DOCUMENTED = re.compile(r"\b(returns?|exits?|leaves?|left)\b[^.]{0,60}\b(held|locked)\b", re.IGNORECASE)
+_UNREPORTED = frozenset({"irq", "preempt"})
+_GLOBAL_KEYS = frozenset(op.kind for op in kfacts.lock_ops().values() if op.key == "global")
 _FAILURE = re.compile(r"^(NULL|false|ERR_PTR\(.*\)|-E\w+|-\d+)$")
 
 
@@ -82,8 +84,10 @@ def _precondition(model: FileModel, function: Function) -> frozenset:
 def _check_function(model: FileModel, summary: summaries.Summary) -> list[Finding]:
     function = summary.function
     exits = summary.result.returns
+    # interrupts and preemption: their pairs are often macros or other functions' business
+    # (kunmap_atomic, put_cpu_var); not reported as leaks
     leaked = {fact[1] for _, state in exits for fact in state
-              if fact[0] == "held" and ("caller", fact[1]) not in state}
+              if fact[0] == "held" and ("caller", fact[1]) not in state and fact[1] not in _UNREPORTED}
     findings = []
     for key in sorted(leaked):
         holding = [(node, state) for node, state in exits if ("held", key) in state]
@@ -112,7 +116,10 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Findi
         if found is not None and found[0].action != "assert":
             first.setdefault(found[1], found[0].action)
     # a lock first released, then taken again (sch_direct_xmit's root_lock) is the caller's
-    taken = {key for key, action in first.items() if action in ("acquire", "try", "try_fail")}
+    # global states (RTNL, readers, BH) are often the caller's even when taken on another path here
+    # (em_text_change: rtnl_unlock() of the caller's RTNL, or its own after a retry): named locks only
+    taken = {key for key, action in first.items() if action in ("acquire", "try", "try_fail")
+             and key not in _GLOBAL_KEYS}
     findings = []
     reported = set()
     for call in function.calls:
@@ -153,6 +160,10 @@ def _on_labelled_exit(function: Function, call) -> bool:
 def _intended(model: FileModel, function: Function, key: str, holding, releasing) -> bool:
     acquires = locks.annotated_keys(model, function, "__acquires")
     if key in acquires or _WRAPPER_NAME.search(function.name) or _DOCUMENTED.search(function.comment):
+        return True
+    # .pre_doit takes what .post_doit releases: held where it succeeds, whatever its failures do
+    if any(_PAIRED_FIELD.search(kind) for kind in model.registrations.get(function.name, ())) and \
+            _reports(_return_kind(model, function), holding, "success"):
         return True
     if not any(("released", key) in state for _, state in releasing):
         # never released here (the other returns never took it): meant only if something says

@@ -55,11 +55,12 @@ def check(model: FileModel) -> Iterable[Finding]:
         worst = max(verdicts.values(), key=_RANK.get)
         if worst == "ok":
             continue
-        if worst == "missing" and all(A.UNKNOWN in s and site.function.holds(A.UNKNOWN, call.start)
-                                      for s, v in verdicts.items() if v == "missing"):
+        uncertain = all(A.UNKNOWN in s and site.function.holds(A.UNKNOWN, call.start)
+                        for s, v in verdicts.items() if v != "ok")
+        if uncertain and not callindex.reports_unknown():
+            continue   # what the unknown callers hold may be just what is needed (lint of a tree)
+        if worst == "missing" and uncertain:
             worst = "unknown"
-            if not callindex.reports_unknown():
-                continue
         yield engine.finding(module, model, call.node, name, _message(site, worst),
                              "warning" if worst in ("weak", "rtnl", "unknown") else None)
 
