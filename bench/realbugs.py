@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import sys
 import tempfile
 import time
@@ -44,6 +45,7 @@ def _why(outcome: realbugs.Outcome) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernel", choices=("6.1", "7.2"), help="only the cases on this tree")
+    parser.add_argument("--json", type=Path, help="also write every outcome to this file")
     parser.add_argument("cases", nargs="*", help="case ids (default: all)")
     args = parser.parse_args()
     cases = [c for c in realbugs.load_cases()
@@ -81,6 +83,10 @@ def main() -> int:
     for o in on_fix:
         for f in o.on_fix:
             print(f"  {o.case.id}: {f['rule']} {f['file']}:{f['line']} {f['function']}: {f['message']}")
+    if args.json:
+        args.json.write_text(json.dumps([{"id": o.case.id, "kernel": o.case.kernel, "family": o.case.family,
+                                          "origin": o.case.origin, "caught": o.caught, "patch1": o.patch1,
+                                          "on_fix": o.on_fix, "error": o.error} for o in outcomes], indent=1))
     misses = [o for o in outcomes if not (o.caught and o.clean_fix)]
     print(f"\nmisses: {len(misses)}")
     for o in misses:
