@@ -370,11 +370,13 @@ def context_facts(context: kfacts.Context) -> frozenset:
 
 
 def _way(way: callindex.Way) -> frozenset:
-    """A way in of the call index as entry facts."""
+    """A way in of the call index as entry facts. What the index reads of callers in other files
+    is lexical (no named locks, no conditional sections, no calls through pointers): what it finds
+    held is believed, what it misses is not evidence, so its ways carry UNKNOWN (a verdict that
+    depends on them alone is left to check, as a warning)."""
     if way.known not in ("yes", "caller"):
         return UNKNOWN_WAY
-    facts = F.entry_facts(way.families, "entry")
-    return facts | {UNKNOWN} if way.known == "caller" else facts
+    return F.entry_facts(way.families, "entry") | {UNKNOWN}
 
 
 def _ways_in(model: FileModel, function: Function) -> list[frozenset]:

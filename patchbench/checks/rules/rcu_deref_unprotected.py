@@ -21,8 +21,8 @@ SEVERITY = "error"
 MESSAGE = "rcu_dereference*() used outside the read-side section, lock or RTNL it needs"
 
 _RANK = {"ok": 0, "weak": 1, "rtnl": 1, "missing": 2}
-_UNKNOWN_ENTRY = ("; no caller or registration whose calling context is known reaches {function}(), "
-                  "so nothing is assumed held on entry")
+_UNKNOWN_ENTRY = ("; what {function}() holds on entry is not established (no caller or registration "
+                  "with a known calling context, or only callers read from other files)")
 
 MENTIONS = A.MENTIONS
 
