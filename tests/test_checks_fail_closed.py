@@ -62,7 +62,9 @@ def installed(tmp_path_factory) -> Path:
                             str(source)], capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stderr
     wheel = next((work / "dist").glob("patchbench-*.whl"))
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(work / "venv")],
+    # No pip of its own (Debian's python3 needs python3-venv for that): the system's pip, seen
+    # through --system-site-packages, installs into the venv it runs in.
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(work / "venv")],
                    check=True, timeout=300)
     python = work / "venv" / "bin" / "python"
     install = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
