@@ -19,6 +19,7 @@ import pytest
 from patchbench.checks import workers
 from patchbench.commands.lint import lint
 from patchbench.errors import CheckFailed
+from tests.support.git_series import commit_files, format_patch, git
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = sorted((ROOT / "fixtures" / "checks").rglob("*.c"))
@@ -86,18 +87,44 @@ def workload(tmp_path_factory) -> Path:
     return where
 
 
-@pytest.mark.parametrize("signum,group", [(signal.SIGINT, True), (signal.SIGTERM, False),
-                                          (signal.SIGINT, False), (signal.SIGTERM, True)])
-def test_interrupt_at_random_moments(workload: Path, tmp_path, signum, group):
+@pytest.fixture(scope="module")
+def series_repo(workload: Path, tmp_path_factory) -> tuple[Path, Path]:
+    """A small repository (the workload's files) and a 2-patch series touching every file."""
+    repo = tmp_path_factory.mktemp("series") / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    files = sorted(workload.glob("*.c"))[:60]
+    base = commit_files(repo, None, {f"drivers/{p.name}": p.read_bytes() for p in files}, "base")
+    first = commit_files(repo, base, {f"drivers/{p.name}": p.read_bytes() + b"/* one */\n" for p in files},
+                         "demo: one\n\nSigned-off-by: A <a@example.org>")
+    second = commit_files(repo, first, {f"drivers/{p.name}": p.read_bytes() + b"/* one */\n/* two */\n"
+                                        for p in files}, "demo: two\n\nSigned-off-by: A <a@example.org>")
+    git(repo, "update-ref", "refs/heads/main", base)
+    git(repo, "symbolic-ref", "HEAD", "refs/heads/main")
+    mails = format_patch(repo, base, second, repo.parent / "mails")
+    return repo, mails[0].parent
+
+
+COMMANDS = {
+    "lint": lambda workload, series: ["lint", "-j2", "--no-cache", str(workload)],
+    "check": lambda workload, series: ["check", str(series[1]), "--tree", str(series[0])],
+}
+
+
+@pytest.mark.parametrize("command,signum,group", [
+    ("lint", signal.SIGINT, True), ("lint", signal.SIGTERM, False), ("lint", signal.SIGINT, False),
+    ("lint", signal.SIGTERM, True), ("check", signal.SIGINT, True), ("check", signal.SIGTERM, False)])
+def test_interrupt_at_random_moments(workload: Path, series_repo, tmp_path, command, signum, group):
     """Ctrl-C (SIGINT to the process group) or SIGTERM at a random moment: exit 130 with one line,
-    no traceback, no process left behind. A run that finished first must have exited normally."""
-    rng = random.Random(f"{signum}{group}")
+    no traceback, no process left behind, no git lock left in the repository. A run that finished
+    first must have exited normally."""
+    rng = random.Random(f"{command}{signum}{group}")
     for attempt in range(6):
         marker = f"PATCHBENCH_TEST_RUN={uuid.uuid4().hex}"
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PATCHBENCH_CACHE": str(tmp_path / "cache"),
                marker.split("=")[0]: marker.split("=")[1]}
         # SIGINT as an interactive shell leaves it (a background job inherits it ignored).
-        proc = subprocess.Popen([sys.executable, "-m", "patchbench", "lint", "-j2", "--no-cache", str(workload)],
+        proc = subprocess.Popen([sys.executable, "-m", "patchbench", *COMMANDS[command](workload, series_repo)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
                                 start_new_session=True,
                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -125,3 +152,4 @@ def test_interrupt_at_random_moments(workload: Path, tmp_path, signum, group):
         while _children_with(marker) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _children_with(marker) == [], f"attempt {attempt}: processes left after {signum.name}"
+        assert not list((series_repo[0] / ".git").rglob("*.lock")), "a git lock file was left behind"
