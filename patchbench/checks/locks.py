@@ -149,8 +149,23 @@ class LockTransfer(flow.Transfer):
             left = next((fact for fact in state if fact[0] == "implied" and fact[1] == key), None)
             if left is not None:   # spin_lock_bh(); spin_unlock(); local_bh_enable();
                 return state - {left}
+            same = self.same_object(state, op, key)
+            if same is not None:
+                return (state - {("held", same)}) | {("released", same)}
             return state | {("caller", key)}
         return state
+
+    @staticmethod
+    def same_object(state: frozenset, op: LockOp, key: str) -> str | None:
+        """The one lock of the released object's kind held here, when the release names it
+        differently (netdev_lock(dev) ... netdev_unlock(bp->dev); lock_sock(sk) with sk loaded
+        from sock->sk ... release_sock(sock->sk)): an object lock of one kind held once is the
+        object released. Path-named locks (spin, mutex) never match by kind."""
+        if op.key != "object":
+            return None
+        prefix = f"{op.kind}:"
+        held = [fact[1] for fact in state if fact[0] == "held" and fact[1].startswith(prefix)]
+        return held[0] if len(held) == 1 else None
 
     @staticmethod
     def implied(op: LockOp, key: str) -> frozenset:
