@@ -33,6 +33,10 @@ EXPECTED = {
         (DEREF, "warning", "ctx_poll_plain", "/* napi */"),
         (DEREF, "error", "ctx_work_fn", "/* process context */"),
     ],
+    "iterators.c": [
+        (DEREF, "error", "it_show", "/* bare iterator */"),
+        (DEREF, "error", "it_nets", "/* bare net walk */"),
+    ],
     "registrations.c": [
         (DEREF, "error", "reg_work", "/* work without rtnl */"),
         (DEREF, "error", "reg_read", "/* file read */"),

@@ -579,6 +579,7 @@ class _Walker:
             calls = self.function.calls_within(node)
             tested = calls[-1] if calls and calls[-1].node == node else None
         elif kind == "identifier":
+            states = self.expression(node, states)   # an iterator head `while (net)` may carry a site
             tested = self.tested.get(self.text(node))
         else:
             states = self.expression(node, states)

@@ -111,7 +111,8 @@ def dereferences() -> dict[str, Need]:
             strict = every
         weak = frozenset(entry["weak"]) if "weak" in entry else every - strict
         found[name] = Need(strict, weak, entry.get("condition"),
-                           entry.get("section", "an rcu_read_lock() section"), entry.get("tracked", True))
+                           entry.get("section", "an rcu_read_lock() section"), entry.get("tracked", True),
+                           entry.get("update_side", False))
     return found
 
 

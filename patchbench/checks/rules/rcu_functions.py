@@ -86,6 +86,41 @@ def _use_sites(model: FileModel, function: Function, candidates: frozenset) -> l
     return uses
 
 
+_ITERATOR_HEAD = re.compile(rb"([A-Za-z_]\w*_rcu)\s*\(")
+
+
+def _iterator_sites(model: FileModel, function: Function) -> list[CallSite]:
+    """Pseudo call sites for the RCU list iterators the pre-pass turned into loop heads
+    (`list_for_each_entry_rcu(pos, head, member) {` -> `while (pos, head, member) {`): a site on
+    the loop's condition, named by the macro, so that the walk judges the state at each test."""
+    if b"_rcu" not in model.source[function.body.start_byte:function.body.end_byte]:
+        return []
+    sites = []
+    pending = [function.body]
+    while pending:
+        node = pending.pop()
+        pending.extend(node.named_children)
+        if node.type != "while_statement":
+            continue
+        head = _ITERATOR_HEAD.match(model.source, node.start_byte)
+        name = head.group(1).decode() if head else ""
+        if name not in P.DEREFERENCES:
+            continue
+        condition = node.child_by_field_name("condition")
+        while condition is not None and condition.type == "parenthesized_expression" and \
+                condition.named_child_count == 1:
+            condition = condition.named_children[0]
+        if condition is None:
+            continue
+        items = [condition]
+        while items[-1].type == "comma_expression":
+            last = items.pop()
+            items.extend([last.child_by_field_name("left"), last.child_by_field_name("right")])
+        args = [squeeze(model.text(item)) for item in items]
+        sites.append(CallSite(name, args, condition, node.start_point[0] + 1, function.name))
+    return sorted(sites, key=lambda c: c.start)
+
+
 def _candidates(model: FileModel, function: Function) -> frozenset:
     """Pointer locals that may receive an RCU-protected value (directly or through another)."""
     text = model.text(function.body)
@@ -180,10 +215,13 @@ def function_info(model: FileModel, function: Function, helpers: set[str],
         if need_of(call, helpers) is not None or call.name == P.ACCESS:
             relevant = True
     candidates = _candidates(model, function)
+    iterators = _iterator_sites(model, function)
+    relevant = relevant or bool(iterators)
     augmented = function
-    if candidates:
+    if candidates or iterators:
         augmented = copy.copy(function)
-        augmented.calls = function.calls + _use_sites(model, function, candidates)
+        augmented.calls = function.calls + iterators + \
+            (_use_sites(model, function, candidates) if candidates else [])
         augmented.calls.sort(key=lambda c: (c.end, -c.start))
         augmented._index()
         relevant = True
