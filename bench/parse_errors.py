@@ -1,10 +1,11 @@
 """Share of kernel functions whose tree has ERROR nodes: plain tree-sitter-c vs our pre-pass.
 
-Over every .c file of drivers/net and net/ of the 6.1 tree, both ways: the top-level function
-definitions found, how many contain an ERROR (or MISSING) node, and the files with any error.
+Over every .c file of drivers/net and net/ of each kernel (Debian's 6.1 and 7.2 trees), both ways:
+the top-level function definitions found, how many contain an ERROR (or MISSING) node, and the
+files with any error.
 A raw parse also "finds" nested functions where iterator macros open a block, and loses the
 functions an `__aligned(n)` initialiser swallows; both counts are printed.
-Run from the project root: `python bench/parse_errors.py [-j N] [--limit N]`.
+Run from the project root: `python bench/parse_errors.py [-j N] [--limit N] [--kernel 6.1|7.2]`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from patchbench.checks import cparse  # noqa: E402
 from patchbench.checks.model import FileModel  # noqa: E402
-from tests.support.kernel import kernel_repo  # noqa: E402
+from tests.support.kernel import KERNELS, kernel_repo  # noqa: E402
 
 AREAS = ("drivers/net", "net")
 
@@ -50,19 +51,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-j", "--jobs", type=int, default=2)
     parser.add_argument("--limit", type=int, help="only the first N files (quick look)")
+    parser.add_argument("--kernel", action="append", choices=sorted(KERNELS),
+                        help="kernel version (repeatable; default: every one)")
     args = parser.parse_args()
-    tree = kernel_repo()
-    files = sorted(p for area in AREAS for p in (tree / area).rglob("*.c"))[:args.limit]
+    for version in args.kernel or sorted(KERNELS):
+        report(version, args.jobs, args.limit)
+
+
+def report(version: str, jobs: int, limit: int | None) -> None:
+    tree = kernel_repo(version)
+    files = sorted(p for area in AREAS for p in (tree / area).rglob("*.c"))[:limit]
     started = time.monotonic()
-    with multiprocessing.Pool(args.jobs) as pool:
+    with multiprocessing.Pool(jobs) as pool:
         rows = pool.map(measure, files, chunksize=16)
     seconds = time.monotonic() - started
     totals = [sum(column) for column in zip(*rows)]
     raw_fn, raw_err, raw_files, our_fn, our_err, our_files = totals
-    print(f"files: {len(files)} .c under {' and '.join(AREAS)} ({seconds:.1f} s on {args.jobs} workers)")
-    print(f"plain tree-sitter-c: {raw_err}/{raw_fn} functions with errors ({100 * raw_err / max(raw_fn, 1):.1f}%), "
+    print(f"linux {version}: {len(files)} .c files under {' and '.join(AREAS)} ({seconds:.1f} s on {jobs} workers)")
+    print(f"  plain tree-sitter-c: {raw_err}/{raw_fn} functions with errors ({100 * raw_err / max(raw_fn, 1):.1f}%), "
           f"{raw_files} files with errors ({100 * raw_files / len(files):.1f}%)")
-    print(f"with the pre-pass:   {our_err}/{our_fn} functions with errors ({100 * our_err / max(our_fn, 1):.1f}%), "
+    print(f"  with the pre-pass:   {our_err}/{our_fn} functions with errors ({100 * our_err / max(our_fn, 1):.1f}%), "
           f"{our_files} files with errors ({100 * our_files / len(files):.1f}%)")
 
 

@@ -1,7 +1,8 @@
 """Command line: one subcommand module each under patchbench/commands, one error contract for all.
 
 Every command module exposes `add_parser(subparsers)` (which sets `func`) and returns an exit code:
-0 nothing new found, 1 findings or a patch did not apply, 2 bad input (see docs/interface.md).
+0 nothing new found, 1 findings or a patch did not apply, 2 bad input or a checker failure (see
+docs/interface.md).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import signal
 import sys
 
 from patchbench import __version__
-from patchbench.errors import BadInput
+from patchbench.errors import BadInput, Failed
 
 COMMANDS = ("series", "apply", "check", "lint", "run", "build", "boot", "results", "hook", "b4-check", "worker",
             "bot")
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         argv = sys.argv[1:] if argv is None else argv
         args = build_parser(argv).parse_args(argv)
         return args.func(args)
-    except BadInput as exc:
+    except Failed as exc:
         print(f"patchbench: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

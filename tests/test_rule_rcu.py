@@ -22,6 +22,7 @@ EXPECTED = {
         (DEREF, "error", "sec_lock_one_branch", "/* unprotected when !want */"),
         (DEREF, "warning", "sec_wrong_flavour", "/* bh section, plain deref */"),
         (DEREF, "error", "sec_trace", "/* trace section */"),
+        (DEREF, "warning", "sec_nested_later", "/* no known caller */"),
     ],
     "preconditions.c": [
         (DEREF, "error", "pre_caller_forgets", "/* outside the section */"),
@@ -31,6 +32,16 @@ EXPECTED = {
         (DEREF, "warning", "ctx_select_queue", "/* select_queue */"),
         (DEREF, "warning", "ctx_poll_plain", "/* napi */"),
         (DEREF, "error", "ctx_work_fn", "/* process context */"),
+    ],
+    "iterators.c": [
+        (DEREF, "error", "it_show", "/* bare iterator */"),
+        (DEREF, "error", "it_nets", "/* bare net walk */"),
+    ],
+    "registrations.c": [
+        (DEREF, "error", "reg_work", "/* work without rtnl */"),
+        (DEREF, "error", "reg_read", "/* file read */"),
+        (DEREF, "error", "reg_scoped", "/* after scoped_guard */"),
+        (DEREF, "warning", "reg_exported", "/* unknown entry */"),
     ],
     "protected.c": [
         (DEREF, "error", "upd_replace_unlocked", "/* unheld */"),

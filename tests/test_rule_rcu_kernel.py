@@ -2,6 +2,7 @@
 
 Mutations edit the file text in memory only; the kernel_tree repository is never touched."""
 
+import os
 import re
 
 import pytest
@@ -25,6 +26,13 @@ MUTATIONS = [
      "\trcu_read_unlock();\n\tif (tun)\n\t\tdev_hold(tun->dev);\n", ESCAPE, "error", "tun_get"),
     # the section of tun_get() deleted
     ("drivers/net/tun.c", "tun_get", "\trcu_read_lock();\n", "", DEREF, "error", "tun_get"),
+    # the mission's example: rcu_read_lock() and rcu_read_unlock() both deleted around
+    # rcu_dereference(tfile->tun) in a helper the read path calls (file operations hold nothing)
+    ("drivers/net/tun.c", "tun_get",
+     "\trcu_read_lock();\n\ttun = rcu_dereference(tfile->tun);\n\tif (tun)\n\t\tdev_hold(tun->dev);\n"
+     "\trcu_read_unlock();\n",
+     "\ttun = rcu_dereference(tfile->tun);\n\tif (tun)\n\t\tdev_hold(tun->dev);\n", DEREF, "error",
+     "tun_get"),
     # xmit's unlock moved above the last use of tfile (the caller's BH-off does not excuse it)
     ("drivers/net/tun.c", "tun_net_xmit",
      "\ttfile->socket.sk->sk_data_ready(tfile->socket.sk);\n\n\trcu_read_unlock();\n\treturn NETDEV_TX_OK;",
@@ -52,17 +60,26 @@ MUTATIONS = [
      "\tif (tap && tap->count_tx_dropped)\n\t\ttap->count_tx_dropped(tap);\n\trcu_read_unlock();\n",
      "\trcu_read_unlock();\n\tif (tap && tap->count_tx_dropped)\n\t\ttap->count_tx_dropped(tap);\n",
      ESCAPE, "error", "tap_get_user"),
-    # virtio_net: receive_small's section deleted
-    ("drivers/net/virtio_net.c", "receive_small", "\trcu_read_lock();\n", "", DEREF, "error",
+    # virtio_net: receive_small's section deleted; it runs from NAPI poll (BH off: the object stays
+    # alive, lockdep splats)
+    ("drivers/net/virtio_net.c", "receive_small", "\trcu_read_lock();\n", "", DEREF, "warning",
      "receive_small"),
-    # wireguard: send4 without its rcu_read_lock_bh() (its unknown callers may hold rcu_read_lock())
-    ("drivers/net/wireguard/socket.c", "send4", "\trcu_read_lock_bh();\n", "", DEREF, "warning",
-     "send4"),
     # bonding: the relock after rtnl_unlock() forgotten in the ARP monitor
     ("drivers/net/bonding/bond_main.c", "bond_activebackup_arp_mon",
      "\t\trtnl_unlock();\n\t\trcu_read_lock();\n", "\t\trtnl_unlock();\n", DEREF, "error",
      "bond_activebackup_arp_mon"),
 ]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def index_61(kernel_tree):
+    """The call index of the 6.1 tree (built once per tree content, cached), in use for every
+    check here: entry states come from callers anywhere in the tree."""
+    from patchbench.checks import callindex
+    from tests.support.kernel import TAG
+    index = callindex.from_git(kernel_tree / ".git", TAG, os.cpu_count() or 1)
+    with callindex.active(index):
+        yield index
 
 
 def lint(path: str, source: bytes):
@@ -143,3 +160,40 @@ def test_seed_ring_consume_helper_in_real_tun(kernel_tree, late):
         assert "'dev'" in found[0].message
     else:
         assert found == []
+
+
+# The mission's second example: a consume helper of the read path that reaches the device through
+# rcu_dereference(tfile->tun)->dev with no read-side section at all.
+NO_SECTION_CONSUME = """
+static void *tun_ring_consume(struct tun_file *tfile)
+{
+	struct net_device *dev;
+	void *ptr;
+
+	ptr = ptr_ring_consume(&tfile->tx_ring);
+	if (ptr) {
+		dev = rcu_dereference(tfile->tun)->dev;
+		netif_wake_subqueue(dev, tfile->queue_index);
+	}
+	return ptr;
+}
+
+"""
+
+
+@pytest.mark.kernel
+def test_consume_helper_without_a_section_is_reported(kernel_tree):
+    source = (kernel_tree / "drivers/net/tun.c").read_text()
+    patched = source.replace("static void *tun_ring_recv(", NO_SECTION_CONSUME + "static void *tun_ring_recv(")
+    patched = patched.replace("\tptr = ptr_ring_consume(&tfile->tx_ring);", "\tptr = tun_ring_consume(tfile);")
+    found = lint("drivers/net/tun.c", patched.encode())
+    assert [(f.rule, f.severity, f.function) for f in found] == [(DEREF, "error", "tun_ring_consume")]
+
+
+@pytest.mark.kernel
+def test_bh_section_deleted_under_a_callers_read_lock_bh_is_not_reported(kernel_tree):
+    """wireguard's send4() without its rcu_read_lock_bh(): both callers hold
+    read_lock_bh(&peer->endpoint_lock), so BH is off and rcu_dereference_bh() is satisfied."""
+    path = "drivers/net/wireguard/socket.c"
+    broken = mutate((kernel_tree / path).read_text(), "send4", "\trcu_read_lock_bh();\n", "")
+    assert [f for f in lint(path, broken.encode()) if f.function == "send4" and f.rule == DEREF] == []

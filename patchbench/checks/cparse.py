@@ -9,14 +9,19 @@ every node's byte offset, line and column are those of the original file:
 - `struct T` passed as a macro argument (`container_of(p, struct T, m)`) loses its keyword;
 - `likely(x)` / `unlikely(x)` keep only their parenthesised argument;
 - statement-level iterator heads `list_for_each_entry(pos, head, member) {` become
-  `while              (pos, head, member) {`, and `scoped_guard(spinlock, &l) {` becomes an `if`
-  likewise, so they parse as loops / blocks instead of nested function definitions.
+  `while              (pos, head, member) {`, so they parse as loops instead of nested function
+  definitions; `scoped_guard(spinlock, &l) {` becomes `if(    guard(spinlock, &l)){` (the blank
+  before the brace gives the closing parenthesis) and `scoped_cond_guard(mutex_intr, return -EINTR,
+  &l) {` `if(         guard(mutex_intr, 0            , &l)){`: an `if` whose condition is a call
+  named by the original `guard` text, which model.py names scoped_guard / scoped_cond_guard.
 
 Annotations are read from the original text (see patchbench.checks.model), never from the tree.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -24,10 +29,13 @@ from pathlib import Path
 import tree_sitter
 import tree_sitter_c
 
+from patchbench.errors import CheckFailed
+
 LANGUAGE = tree_sitter.Language(tree_sitter_c.language())
 
-# The top-level queries/ directory sits beside the patchbench package.
-QUERIES_DIR = Path(__file__).resolve().parents[2] / "queries"
+# The queries are data in the top-level queries/ directory; patchbench/queries links to it, so that
+# they are found at the same place inside the package in a checkout and in an installed wheel.
+QUERIES_DIR = Path(__file__).resolve().parents[1] / "queries"
 
 _BARE_ANNOTATIONS = (
     "__rcu __user __iomem __percpu __force __bitwise __private __kernel __safe __nocast "
@@ -38,23 +46,32 @@ _BARE_ANNOTATIONS = (
     "__cacheline_aligned __cacheline_aligned_in_smp ____cacheline_aligned "
     "____cacheline_aligned_in_smp ____cacheline_internodealigned_in_smp __aligned_largest "
     "__counted_by __nonstring __noinline_for_stack __printf __malloc notrace __sched __kprobes "
-    "__cond_lock __acquire __release"
+    "__cond_lock __acquire __release noinline_for_stack __no_profile __nocfi __noscs __flatten "
+    "__always_unused __no_sanitize_address __no_kcsan __nostackprotector"
 ).split()
 # Of these, the ones that take a parenthesised argument list when followed by "(".
 _CALL_ANNOTATIONS = (
     "__aligned __must_hold __acquires __releases __attribute__ __attribute __printf __section "
-    "__counted_by __diag_ignore __scanf __alloc_size __assume_aligned __nonstring __designated_init"
+    "__counted_by __diag_ignore __scanf __alloc_size __assume_aligned __nonstring __designated_init "
+    "__free __cleanup __guarded_by __pt_guarded_by __counted_by_le __counted_by_be __sized_by"
 ).split()
 _WRAPPERS = ("likely", "unlikely")
+# `__alignof__(*hdr)`: tree-sitter-c takes only a type there; sizeof takes both and reads the same.
+_ALIGNOF = ("__alignof__", "__alignof")
 
 # The words the pre-pass rewrites, besides every word containing "for_each". Found as candidate
 # words (those starting with "_", and the others spelled out) looked up in this set, and by
 # searching for "for_each": one regex alternation of all of them scanned at a third of the speed.
-_REWRITTEN = frozenset({*_BARE_ANNOTATIONS, *_CALL_ANNOTATIONS, *_WRAPPERS, "scoped_guard"})
+_SCOPED = ("scoped_guard", "scoped_cond_guard")
+_REWRITTEN = frozenset({*_BARE_ANNOTATIONS, *_CALL_ANNOTATIONS, *_WRAPPERS, *_SCOPED, *_ALIGNOF})
 _CANDIDATE = re.compile(r"\b(?:_\w*|(?:" + "|".join(sorted(w for w in _REWRITTEN if not w.startswith("_")))
                         + r")\b)")
 # A type given as a macro argument: `container_of(p, struct tun_file, sk)`.
-_TYPE_ARGUMENT = re.compile(r"[(,]\s*(struct|union|enum)\s+\w+\s*(?:,|\)(?!\s*\{))")
+# With a pointer (`DECLARE_SOCKADDR(struct sockaddr_in *, sin, ...)`) the stars go too.
+_TYPE_ARGUMENT = re.compile(r"[(,]\s*(struct|union|enum)\s+\w+(?:\s+__\w+)?(\s*\*+)?\s*(?:,|\)(?!\s*\{))")
+# A several-word type as a macro's first argument (`min_t(unsigned int, a, b)`): its blanks become
+# underscores, so it parses as one identifier. Only before a comma: `(unsigned int)x` is a cast.
+_WORDY_TYPE_ARGUMENT = re.compile(r"\(\s*((?:unsigned|signed|long|short)(?:[ \t]+(?:unsigned|signed|int|long|short|char))+)\s*,")
 
 
 def _matching_paren(src: bytes, open_at: int) -> int:
@@ -117,7 +134,7 @@ def prepare(source: bytes) -> bytes:
     text = source.decode("latin-1")  # one char per byte: regex offsets are byte offsets
     for start, end in _interesting(text):
         word = text[start:end]
-        if word in called or word in _WRAPPERS or "for_each" in word or word == "scoped_guard":
+        if word in called or word in _WRAPPERS or "for_each" in word or word in _SCOPED:
             paren = _skip_space(source, end)
             if paren >= len(source) or source[paren] != 0x28:
                 if word in bare:
@@ -131,14 +148,94 @@ def prepare(source: bytes) -> bytes:
             elif word in _WRAPPERS:
                 out[start:end] = b" " * (end - start)
             elif _is_statement_head(source, start, close):
-                keyword = b"if" if word == "scoped_guard" else b"while"
-                out[start:end] = keyword + b" " * (end - start - len(keyword))
+                if word in _SCOPED:
+                    _scoped_guard(source, out, start, end, paren, close)
+                else:
+                    out[start:end] = b"while" + b" " * (end - start - len(b"while"))
         elif word in bare:
             out[start:end] = b" " * (end - start)
+        elif word in _ALIGNOF:
+            out[start:end] = b"sizeof" + b" " * (end - start - len(b"sizeof"))
+    for start, close in _iterator_heads(source, text):
+        out[start:close] = _as_loop(source[start:close])
     for match in _TYPE_ARGUMENT.finditer(text):
+        for group in (1, 2):
+            start, end = match.span(group)
+            out[start:end] = b" " * (end - start)
+    for match in _WORDY_TYPE_ARGUMENT.finditer(text):
         start, end = match.span(1)
-        out[start:end] = b" " * (end - start)
+        out[start:end] = re.sub(rb"[ \t]", b"_", source[start:end])
     return bytes(out)
+
+
+# Words that open a statement with a parenthesis and are not macros.
+_KEYWORDS = frozenset("if while for switch return sizeof do case goto typeof __typeof__ _Static_assert "
+                      "static_assert asm __asm__ defined else".split())
+# An identifier called at the start of a line (where iterator macros stand).
+_LINE_CALL = re.compile(r"^[ \t]*([A-Za-z_]\w*)[ \t]*\(", re.M)
+
+
+def _iterator_heads(source: bytes, text: str) -> list[tuple[int, int]]:
+    """Iterator macros recognised by shape, whatever their name: inside a function body, a call at
+    a statement boundary followed directly by a block or a statement (`skb_queue_walk_safe(q, s, t) {`,
+    `skb_list_walk_safe(segs, skb, next)` then a statement), not by `;`. (start of the name, end of
+    the name) of each; names with for_each are handled with the other rewritten words."""
+    braces = [(m.start(), 1 if m.group() == "{" else -1) for m in re.finditer(r"[{}]", text)]
+    positions = [at for at, _ in braces]
+    depths = list(itertools.accumulate(delta for _, delta in braces))
+    heads = []
+    for match in _LINE_CALL.finditer(text):
+        name = match.group(1)
+        if name in _KEYWORDS or "for_each" in name or name in _REWRITTEN or name.isupper():
+            continue
+        start, paren = match.start(1), match.end() - 1
+        at = bisect.bisect_left(positions, start) - 1
+        if at < 0 or depths[at] <= 0:
+            continue   # not inside a function body
+        close = _matching_paren(source, paren)
+        if close < 0 or not _is_statement_head(source, start, close):
+            continue
+        after = _skip_space(source, close + 1)
+        if after < len(source) and (source[after] == 0x7B or _starts_statement(source, after)):
+            heads.append((start, match.end(1)))
+    return heads
+
+
+def _starts_statement(source: bytes, at: int) -> bool:
+    """An identifier (not an operator or `;`) starts at `at`: what follows a loop head."""
+    c = source[at:at + 1]
+    return c.isalpha() or c == b"_"
+
+
+def _as_loop(name: bytes) -> bytes:
+    return b"while" + b" " * (len(name) - len(b"while")) if len(name) >= 5 else name
+
+
+def _scoped_guard(source: bytes, out: bytearray, start: int, end: int, paren: int, close: int) -> None:
+    """`scoped_guard(k, &l) {` -> `if(    guard(k, &l)){`; without a blank after the `)` to turn
+    into the closing one, `if          (k, &l) {`: it parses, but the lock is not seen."""
+    blank = close + 1
+    if paren != end or blank >= len(source) or source[blank] not in b" \t":
+        out[start:end] = b"if" + b" " * (end - start - 2)
+        return
+    guard_at = end - len(b"guard")
+    out[start:guard_at] = b"if(" + b" " * (guard_at - start - 3)
+    out[blank] = 0x29
+    if source[start:end] == b"scoped_cond_guard":   # the fail statement becomes a 0 argument
+        commas = _top_level_commas(source, paren, close)
+        if len(commas) >= 2:
+            out[commas[0] + 1:commas[1]] = b"0" + b" " * (commas[1] - commas[0] - 2)
+
+
+def _top_level_commas(source: bytes, paren: int, close: int) -> list[int]:
+    commas, depth = [], 0
+    for i in range(paren + 1, close):
+        c = source[i]
+        depth += c in b"([{"
+        depth -= c in b")]}"
+        if c == 0x2C and depth == 0:
+            commas.append(i)
+    return commas
 
 
 def _interesting(text: str) -> list[tuple[int, int]]:
@@ -180,8 +277,61 @@ def _is_statement_head(source: bytes, start: int, close: int) -> bool:
 
 
 def parse(source: bytes) -> tree_sitter.Tree:
-    """A tree of `prepare(source)`; node offsets and points are valid for `source` itself."""
-    return tree_sitter.Parser(LANGUAGE).parse(prepare(source))
+    """A tree of `prepare(source)`; node offsets and points are valid for `source` itself.
+
+    A function that `#if` blocks cut across its statements (`#if IS_ENABLED(CONFIG_IPV6)` before a
+    `} else if (...) {`) does not parse; where that happens, its conditionals keep their first
+    branch (the directives and the other branches become blanks) and the file is parsed again.
+    Conditionals that parse stay, and the walk takes both of their branches (see flow)."""
+    parser = tree_sitter.Parser(LANGUAGE)
+    prepared = prepare(source)
+    tree = parser.parse(prepared)
+    broken = [node for node in tree.root_node.children if node.has_error]
+    if not broken:
+        return tree
+    flattened = bytearray(prepared)
+    for node in broken:
+        _first_branches(flattened, node.start_byte, node.end_byte)
+    if flattened == prepared:
+        return tree
+    retried = parser.parse(bytes(flattened))
+    if sum(node.has_error for node in retried.root_node.children) < len(broken):
+        return retried
+    return tree
+
+
+_DIRECTIVE = re.compile(rb"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b[^\n]*(?:\\\n[^\n]*)*", re.M)
+
+
+def _first_branches(out: bytearray, start: int, end: int) -> None:
+    """In out[start:end], the conditionals opened inside braces keep only their first branch."""
+    depth = 0       # brace depth from `start`, counted in the text that is kept
+    stack = []      # per open conditional: (braces depth at #if, is it kept, dropping the rest)
+    at = start
+    for match in _DIRECTIVE.finditer(bytes(out[start:end])):
+        begin, finish = start + match.start(), start + match.end()
+        dropping = any(drop for _, _, drop in stack)
+        if not dropping:
+            depth += out[at:begin].count(b"{") - out[at:begin].count(b"}")
+        else:
+            _blank(out, at, begin)
+        at = finish
+        word = match.group(1)
+        if word in (b"if", b"ifdef", b"ifndef"):
+            inside = depth > 0
+            stack.append((depth, inside, False))
+            if inside:
+                _blank(out, begin, finish)
+        elif stack:
+            opened, inside, _ = stack[-1]
+            if word == b"endif":
+                stack.pop()
+            else:
+                stack[-1] = (opened, inside, inside)   # #else / #elif: dropped when inside a body
+            if inside:
+                _blank(out, begin, finish)
+    if any(drop for _, _, drop in stack):
+        _blank(out, at, end)
 
 
 def node_text(source: bytes, node: tree_sitter.Node) -> str:
@@ -198,7 +348,11 @@ def query(text: str) -> tree_sitter.Query:
 def rule_query(name: str) -> tree_sitter.Query:
     """The query kept as data in queries/<name>.scm (name is usually a rule id)."""
     path = QUERIES_DIR / f"{name}.scm"
-    return query(path.read_text())
+    try:
+        text = path.read_text()
+    except OSError as exc:   # an install without its queries must not lint nothing and pass
+        raise CheckFailed(f"query {name}.scm cannot be read from {QUERIES_DIR}: {exc.strerror}") from None
+    return query(text)
 
 
 def captures(q: tree_sitter.Query, node: tree_sitter.Node) -> dict[str, list[tree_sitter.Node]]:

@@ -14,7 +14,8 @@ names its analysis starts from): most kernel files contain none of any rule's, a
 parsed. Plain substrings, not a regex: a failing regex alternation costs more than the search saves.
 `finding(...)` below builds a Finding for it. Findings on a line carrying, or below a comment
 block carrying, `/* patchbench: allow(<rule>) <reason> */` are dropped here, not in the rules.
-A rule that raises is reported on stderr as a warning and the other rules' findings still stand.
+A rule that raises fails the run (CheckFailed naming the rule and the file: exit 2): a file whose
+verdict is unknown must never pass as a file without findings.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
-import sys
 from functools import lru_cache
 from types import ModuleType
 
@@ -32,13 +32,17 @@ from patchbench.checks import cparse
 from patchbench.checks import rules as rules_package
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel
+from patchbench.errors import CheckFailed
 
 _ALLOW = re.compile(rb"patchbench:\s*allow\(([^)]*)\)")
 
 
 @lru_cache(maxsize=None)
 def rules() -> tuple[ModuleType, ...]:
-    """Every rule module, in id order."""
+    """Every rule module, in id order. Raises CheckFailed when the queries are missing (an install
+    without its data would otherwise find nothing and pass)."""
+    if not any(cparse.QUERIES_DIR.glob("*.scm")):
+        raise CheckFailed(f"the checker's queries are missing: no *.scm in {cparse.QUERIES_DIR}")
     found = []
     for info in pkgutil.iter_modules(rules_package.__path__):
         module = importlib.import_module(f"{rules_package.__name__}.{info.name}")
@@ -49,7 +53,7 @@ def rules() -> tuple[ModuleType, ...]:
 
 def preload() -> None:
     """Import the rules and compile every query now, so that forked workers inherit them instead
-    of each paying for it (a worker is replaced every facts.TASKS_PER_WORKER files)."""
+    of each paying for it (a worker is replaced every workers.TASKS_PER_WORKER files)."""
     rules()
     for path in cparse.QUERIES_DIR.glob("*.scm"):
         cparse.rule_query(path.stem)
@@ -88,11 +92,10 @@ def check_model(model: FileModel, rule_ids: set[str] | None = None) -> list[Find
 def _check(model: FileModel, chosen: list[ModuleType]) -> list[Finding]:
     found: list[Finding] = []
     for module in chosen:
-            try:
-                found.extend(module.check(model))
-            except Exception as exc:  # one rule's bug must not stop the others or the run
-                print(f"patchbench: warning: rule {module.ID} failed on {model.path}: "
-                      f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        try:
+            found.extend(module.check(model))
+        except Exception as exc:
+            raise CheckFailed(f"rule {module.ID} raised on {model.path}: {type(exc).__name__}: {exc}") from exc
     lines = model.source.split(b"\n")
     kept = {(f.rule, f.line, f.function, f.message): f for f in found
             if not suppressed(lines, f.line, f.rule)}
@@ -104,7 +107,11 @@ def check_source(path: str, source: bytes, rule_ids: set[str] | None = None) -> 
     chosen = applicable(source, rule_ids)
     if not chosen:
         return []   # no rule can report here: skip parsing
-    return _check(FileModel.build(path, source), chosen)
+    try:
+        model = FileModel.build(path, source)
+    except Exception as exc:
+        raise CheckFailed(f"parsing {path} failed: {type(exc).__name__}: {exc}") from exc
+    return _check(model, chosen)
 
 
 def suppressed(lines: list[bytes], line: int, rule_id: str) -> bool:

@@ -8,21 +8,17 @@ The cache lives in $PATCHBENCH_CACHE/facts (default ~/.cache/patchbench/facts).
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
-import multiprocessing
 import os
-import signal
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
 
-from patchbench.checks import cparse, engine
+from patchbench.checks import callindex, cparse, engine, workers
 from patchbench.checks.finding import Finding
 
 Task = TypeVar("Task")
-TASKS_PER_WORKER = 400   # recycle workers now and then: tree-sitter memory goes back to the OS
 
 
 def blob_id(source: bytes) -> str:
@@ -48,7 +44,8 @@ def findings_for(path: str, source: bytes, use_cache: bool = True) -> list[Findi
     """All rules' findings on `source` (the text of `path`), from the cache when it has them."""
     if not use_cache:
         return engine.check_source(path, source)
-    key = hashlib.sha1(f"{blob_id(source)}\0{path}".encode()).hexdigest()
+    # the RCU analysis reads callers elsewhere in the tree: the index in use is part of the key
+    key = hashlib.sha1(f"{blob_id(source)}\0{path}\0{callindex.current_digest()}".encode()).hexdigest()
     entry = cache_dir() / key[:2] / f"{key}.json"
     try:
         rows = json.loads(entry.read_text())
@@ -68,15 +65,6 @@ def findings_for(path: str, source: bytes, use_cache: bool = True) -> list[Findi
     return found
 
 
-def _worker_start() -> None:
-    # The pool stops its workers with SIGTERM: die quietly, not through the CLI's handler.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # The walks allocate millions of short-lived states and facts, few of them in cycles: collect
-    # the young generation every 50 000 allocations rather than every 700 (a few % of the CPU).
-    gc.set_threshold(50_000, 50, 100)
-
-
 def parallel(work: Callable[[Task], list[Finding]], tasks: Iterable[Task], jobs: int) -> list[list[Finding]]:
     """work(task) for every task on `jobs` worker processes (in order); in-process for one job or task.
 
@@ -85,15 +73,7 @@ def parallel(work: Callable[[Task], list[Finding]], tasks: Iterable[Task], jobs:
     if jobs <= 1 or len(tasks) <= 1:
         return [work(task) for task in tasks]
     engine.preload()
-    pool = multiprocessing.get_context("fork").Pool(min(jobs, len(tasks)), _worker_start,
-                                                     maxtasksperchild=TASKS_PER_WORKER)
-    try:
-        results = pool.map(work, tasks, chunksize=max(1, min(8, len(tasks) // (4 * jobs))))
-        pool.close()
-    finally:
-        pool.terminate()
-        pool.join()
-    return results
+    return workers.run_all(work, tasks, jobs)
 
 
 def _findings_of(item: tuple[str, bytes]) -> list[Finding]:

@@ -5,8 +5,8 @@ The walker keeps the SET of distinct states reaching each point (one per path cl
 if/else (including `if (spin_trylock(..))`, `if (!mutex_trylock(..))`, `&&`, `||`, `x == 0`),
 switch/case with fall-through, while/for/do loops (to a fixpoint), break/continue, goto and
 labels (forward and backward), return, calls that never return (`BUG()`, `panic()`: the path
-ends), and statement expressions; `#ifdef` blocks in a body are
-walked through their first branch.
+ends), and statement expressions; `#if`/`#ifdef` blocks in a body (also around case labels) are
+walked on every branch.
 
 A rule describes its semantics with a `Transfer`:
 
@@ -83,6 +83,11 @@ class Transfer:
         """`target = value` (declaration or assignment statement), after the calls in value."""
         return state
 
+    def leave_block(self, state: State, block: tree_sitter.Node) -> State:
+        """State after control leaves the compound statement `block` (its end, or a return,
+        break, continue or goto out of it): where cleanup.h's guard() releases its lock."""
+        return state
+
 
 @dataclass
 class FlowResult:
@@ -125,6 +130,7 @@ _PREDICATE = re.compile(r"(^|_)(is|has|can|should|needs?|uses?)_|_(enabled|suppo
 _KNOWN_TRUTH = {"true": True, "1": True, "false": False, "0": False, "NULL": False}
 _SIDE_EFFECT = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--")
 _LOOPS = ("while_statement", "for_statement", "do_statement")
+_CONDITIONALS = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_elifdef")
 _SKIPPED = ("comment", "type_definition", "struct_specifier", "enum_specifier", "union_specifier",
             "preproc_def", "preproc_function_def", "preproc_call", "preproc_include", ";", "{", "}")
 
@@ -144,6 +150,11 @@ class _Walker:
         self.tested: dict[str, CallSite] = {}   # variable -> the call whose result it holds
         self.tag_texts: set[str] = set()         # the text of every branch tag a state may carry
         self.result = FlowResult(function)
+        self.blocks: list[tree_sitter.Node] = []   # the compound statements open at this point
+        self.break_depths: list[int] = []           # len(blocks) at each enclosing loop/switch
+        self.continue_depths: list[int] = []        # len(blocks) at each enclosing loop
+        self.scoped = type(transfer).leave_block is not Transfer.leave_block
+        self._label_nodes: dict[str, tree_sitter.Node] | None = None
 
     def run(self, entry: State) -> FlowResult:
         if isinstance(entry, frozenset):   # a caller's tags may come in with the entry
@@ -163,18 +174,20 @@ class _Walker:
     def statement(self, node: tree_sitter.Node, states: set) -> set:
         kind = node.type
         if len(states) > MAX_STATES:
-            states = set(list(states)[:MAX_STATES])
+            states = set(sorted(states, key=_state_order)[:MAX_STATES])   # the same ones whatever the hash seed
         if kind in _SKIPPED:
             return states
-        if kind in ("compound_statement", "translation_unit") or kind.startswith("preproc_if"):
-            for child in node.named_children:
-                if kind.startswith("preproc_if") and child.type in ("preproc_else", "preproc_elif",
-                                                                   "preproc_elifdef"):
-                    break
-                if child.type in ("identifier", "preproc_arg") and kind.startswith("preproc_if"):
-                    continue
-                states = self.statement(child, states)
-            return states
+        if kind == "compound_statement" and self.scoped:
+            self.blocks.append(node)
+            try:
+                states = self.statement_list(node, states)
+            finally:
+                self.blocks.pop()
+            return {self.transfer.leave_block(state, node) for state in states}
+        if kind in ("compound_statement", "translation_unit"):
+            return self.statement_list(node, states)
+        if kind in _CONDITIONALS:
+            return self.conditional(node, states)
         if kind == "expression_statement":
             return self.expression(node, states)
         if kind == "declaration":
@@ -186,21 +199,23 @@ class _Walker:
         if kind == "switch_statement":
             return self.switch(node, states)
         if kind == "return_statement":
-            states = self.expression(node, states)
+            states = self.leave(self.expression(node, states), 0)
             self.result.returns.extend((node, state) for state in states)
             return set()
         if kind == "break_statement":
             if self.breaks:
-                self.breaks[-1] |= states
+                self.breaks[-1] |= self.leave(states, self.break_depths[-1])
             return set()
         if kind == "continue_statement":
             if self.continues:
-                self.continues[-1] |= states
+                self.continues[-1] |= self.leave(states, self.continue_depths[-1])
             return set()
         if kind == "goto_statement":
             label = node.child_by_field_name("label")
             if label is not None:
                 name = self.text(label)
+                if self.scoped:
+                    states = self.leave(states, self.label_depth(name))
                 self.labels.setdefault(name, set()).update(states)
                 if name in self.passed and not states <= self.passed[name]:
                     self.backward = True
@@ -216,12 +231,84 @@ class _Walker:
             return states
         if kind in ("case_statement", "attributed_statement", "ERROR", "else_clause"):
             for child in node.named_children:
-                if child.type.endswith("statement") or child.type in ("declaration", "ERROR"):
+                if child.type.endswith("statement") or child.type in ("declaration", "ERROR") \
+                        or child.type.startswith("preproc_"):
                     states = self.statement(child, states)
                 else:
                     states = self.expression(child, states)
             return states
         return self.expression(node, states)
+
+    def statement_list(self, node: tree_sitter.Node, states: set) -> set:
+        return self.statement_list_of(node.named_children, states)
+
+    def conditional(self, node: tree_sitter.Node, states: set) -> set:
+        """`#if`/`#ifdef`/`#ifndef` (and its `#elif`s) in a body: every branch is walked and the
+        results joined, a missing `#else` being an empty one. With branch correlation, each path
+        is tagged with the branch it took, so a later conditional on the same text takes the same
+        one (`#ifdef CONFIG_X lock #endif ... #ifdef CONFIG_X unlock #endif` is balanced)."""
+        key, truth = self.directive(node)
+        taken, not_taken = set(states), set(states)
+        if self.transfer.correlate_branches:
+            taken = {_tagged(s, key, truth) for s in states if ("branch", key, not truth) not in s}
+            not_taken = {_tagged(s, key, not truth) for s in states if ("branch", key, truth) not in s}
+            self.tag_texts.add(key)
+        alternative = node.child_by_field_name("alternative")
+        out = self.statement_list_of(_branch_body(node), taken)
+        if alternative is not None and alternative.type == "preproc_else":
+            not_taken = self.statement_list_of(alternative.named_children, not_taken)
+        elif alternative is not None:
+            not_taken = self.conditional(alternative, not_taken)
+        if self.transfer.correlate_branches:
+            tags = {("branch", key, True), ("branch", key, False)}
+            untagged = {state - tags for state in out}
+            if untagged == {state - tags for state in not_taken}:
+                return untagged   # the branches agree: forget which one was taken
+        return out | not_taken
+
+    def statement_list_of(self, nodes: list[tree_sitter.Node], states: set) -> set:
+        for child in nodes:
+            states = self.statement(child, states)
+        return states
+
+    def directive(self, node: tree_sitter.Node) -> tuple[str, bool]:
+        """(text, truth) naming a conditional's test: ("#ifdef X", False) for `#ifndef X`."""
+        name = node.child_by_field_name("name")
+        if name is not None:   # #ifdef / #ifndef (and #elifdef)
+            negated = node.children[0].type in ("#ifndef", "#elifndef")
+            return "#ifdef " + self.text(name), not negated
+        condition = node.child_by_field_name("condition")
+        return "#if " + squeeze(self.text(condition) if condition is not None else ""), True
+
+    def leave(self, states: set, depth: int) -> set:
+        """States after leaving the open blocks deeper than `depth` (innermost first)."""
+        if not self.scoped:
+            return states
+        for block in reversed(self.blocks[depth:]):
+            states = {self.transfer.leave_block(state, block) for state in states}
+        return states
+
+    def label_depth(self, name: str) -> int:
+        """How many of the open blocks contain the label `name` (all of them when unknown)."""
+        if self._label_nodes is None:
+            self._label_nodes = {}
+            pending = [self.function.body]
+            while pending:
+                current = pending.pop()
+                if current.type == "labeled_statement":
+                    label = current.child_by_field_name("label")
+                    if label is not None:
+                        self._label_nodes[self.text(label)] = current
+                pending.extend(current.named_children)
+        target = self._label_nodes.get(name)
+        if target is None:
+            return len(self.blocks)
+        depth = 0
+        for block in self.blocks:
+            if not (block.start_byte <= target.start_byte and target.end_byte <= block.end_byte):
+                break
+            depth += 1
+        return depth
 
     def declaration(self, node: tree_sitter.Node, states: set) -> set:
         states = self.expression(node, states, assignments=False)
@@ -243,7 +330,16 @@ class _Walker:
             self.tag_texts.add(text)
             taken = {_tagged(state, text, truth) for state in taken}
             not_taken = {_tagged(state, text, not truth) for state in not_taken}
-        out = self.statement(node.child_by_field_name("consequence"), taken)
+        # `if (!frags && can_build(...))` taken says frags is false; `if (a || b)` not taken,
+        # that a and b are: tagged too, so that a later `if (frags)` knows its branch
+        for part, (text, truth) in self.implied_tags(condition, True):
+            taken = {_tagged(state, text, truth) for state in taken}
+        for part, (text, truth) in self.implied_tags(condition, False):
+            not_taken = {_tagged(state, text, truth) for state in not_taken}
+        consequence = node.child_by_field_name("consequence")
+        out = self.statement(consequence, taken)
+        if self.scoped and consequence.type != "compound_statement":   # scoped_guard(k, &l) stmt;
+            out = {self.transfer.leave_block(state, consequence) for state in out}
         alternative = node.child_by_field_name("alternative")
         if alternative is not None:
             not_taken = self.statement(alternative, not_taken)
@@ -254,6 +350,26 @@ class _Walker:
             if untagged_out == untagged_not_taken:
                 return untagged_out   # the branches agree: forget the test
         return out | not_taken
+
+    def implied_tags(self, condition: tree_sitter.Node | None, outcome: bool) -> list:
+        """(part, its tag) for the call-free parts of an && (outcome True) or || (outcome False)
+        condition, each part's tag saying what that outcome implies of it."""
+        if not self.transfer.correlate_branches or condition is None:
+            return []
+        node = _unwrap(condition)
+        operator = "&&" if outcome else "||"
+        if node.type != "binary_expression" or self.operator(node) != operator:
+            return []
+        found = []
+        for side in (node.child_by_field_name("left"), node.child_by_field_name("right")):
+            nested = self.implied_tags(side, outcome)
+            tag = self.branch_tag(side) if not nested else None
+            if tag is not None:
+                text, truth = tag
+                self.tag_texts.add(text)
+                nested = [(side, (text, truth if outcome else not truth))]
+            found.extend(nested)
+        return found
 
     def branch_tag(self, condition: tree_sitter.Node | None) -> tuple[str, bool] | None:
         """(text, truth) of a call-free condition, with `!` peeled off; None otherwise."""
@@ -307,7 +423,11 @@ class _Walker:
                 out |= leaving
             self.breaks.append(set())
             self.continues.append(set())
+            self.break_depths.append(len(self.blocks))
+            self.continue_depths.append(len(self.blocks))
             after = self.statement(body, entering) if body is not None else entering
+            self.break_depths.pop()
+            self.continue_depths.pop()
             out |= self.breaks.pop()
             after |= self.continues.pop()
             if update is not None:
@@ -324,14 +444,16 @@ class _Walker:
         states = self.expression(node.child_by_field_name("condition"), states)
         body = node.child_by_field_name("body")
         self.breaks.append(set())
+        self.break_depths.append(len(self.blocks))
         falling: set = set()
         has_default = False
-        for case in body.named_children if body is not None else []:
+        for case in _cases(body.named_children) if body is not None else []:
             if case.type == "case_statement":
                 has_default |= case.child_by_field_name("value") is None
                 falling = self.statement(case, falling | states)
             else:
                 falling = self.statement(case, falling)
+        self.break_depths.pop()
         out = self.breaks.pop() | falling
         return out if has_default else out | states
 
@@ -457,6 +579,7 @@ class _Walker:
             calls = self.function.calls_within(node)
             tested = calls[-1] if calls and calls[-1].node == node else None
         elif kind == "identifier":
+            states = self.expression(node, states)   # an iterator head `while (net)` may carry a site
             tested = self.tested.get(self.text(node))
         else:
             states = self.expression(node, states)
@@ -476,6 +599,31 @@ class _Walker:
 
     def text(self, node: tree_sitter.Node) -> str:
         return node.text.decode("utf-8", "replace") if node.text is not None else ""
+
+
+def _branch_body(node: tree_sitter.Node) -> list[tree_sitter.Node]:
+    """The statements of a conditional's first branch (without its test and its #else/#elif)."""
+    test = {node.child_by_field_name(f) for f in ("condition", "name", "alternative")} - {None}
+    return [child for child in node.named_children if child not in test]
+
+
+def _cases(children: list[tree_sitter.Node]) -> list[tree_sitter.Node]:
+    """A switch body's items with conditionals opened: the case labels of every branch, in order."""
+    items = []
+    for child in children:
+        if child.type in _CONDITIONALS or child.type in ("preproc_else", "preproc_elif", "preproc_elifdef"):
+            items.extend(_cases(_branch_body(child)))
+            alternative = child.child_by_field_name("alternative")
+            if alternative is not None:
+                items.extend(_cases([alternative]))
+        else:
+            items.append(child)
+    return items
+
+
+def _state_order(state: State) -> tuple:
+    """A sort key for states that does not depend on set iteration order (hash seed)."""
+    return tuple(sorted(map(repr, state))) if isinstance(state, frozenset) else (repr(state),)
 
 
 @lru_cache(maxsize=4096)

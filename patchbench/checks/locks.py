@@ -6,7 +6,9 @@ Facts (in frozenset states):
   "rcu_sched", "rtnl"), or "<kind>:<path>" for object locks (`lock_sock(sk)` -> "sock:sock").
 - ("caller", key): the lock belongs to the caller: it was released here without being taken here,
   or the function states it holds it on entry (`__must_hold`, `lockdep_assert_held`).
-- ("scoped", key): taken by `guard(...)`, released by the compiler at the end of the scope.
+- ("scope", block start byte, key): taken by cleanup.h's `guard(k)(&l)` (to the end of the
+  enclosing block) or `scoped_guard(k, &l) { }` (for its block): `leave_block` releases it there,
+  on every way out of the block, so a guard never reaches a caller.
 - ("released", key): taken and released again on this path.
 
 `LockTransfer(model, summaries)` also gives calls of in-file functions their summarised effect:
@@ -16,82 +18,53 @@ that releases its caller's lock on every path releases it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
 
-from patchbench.checks import flow
+import tree_sitter
+
+from patchbench.checks import callindex, flow, kfacts
 from patchbench.checks.model import CallSite, FileModel, Function
 
 
-@dataclass(frozen=True)
-class LockOp:
-    action: str        # "acquire" | "release" | "try" (held when the call returns nonzero)
-                       # | "try_fail" (held unless it returns nonzero: mutex_lock_interruptible)
-                       # | "assert" (lockdep_assert_held: held, by the caller)
-    kind: str          # "spin" | "mutex" | "rwlock" | "rwsem" | "rcu" | "rtnl" | "sock" | "tx"
-    argument: int | None = 0   # which argument names the lock; None for global locks
+LockOp = kfacts.LockOp
 
 
-def _ops() -> dict[str, LockOp]:
-    ops: dict[str, LockOp] = {}
-    for prefix, kind in (("spin", "spin"), ("raw_spin", "spin"), ("read", "rwlock"),
-                         ("write", "rwlock")):
-        for suffix in ("", "_bh", "_irq", "_irqsave", "_nested", "_irqsave_nested", "_bh_nested"):
-            ops[f"{prefix}_lock{suffix}"] = LockOp("acquire", kind)
-        for suffix in ("", "_bh", "_irq", "_irqrestore"):
-            ops[f"{prefix}_unlock{suffix}"] = LockOp("release", kind)
-        for suffix in ("", "_bh", "_irq", "_irqsave"):
-            ops[f"{prefix}_trylock{suffix}"] = LockOp("try", kind)
-    ops.update({
-        "mutex_lock": LockOp("acquire", "mutex"), "mutex_lock_nested": LockOp("acquire", "mutex"),
-        "mutex_lock_io": LockOp("acquire", "mutex"),
-        "mutex_lock_interruptible": LockOp("try_fail", "mutex"),
-        "mutex_lock_killable": LockOp("try_fail", "mutex"),
-        "mutex_trylock": LockOp("try", "mutex"), "mutex_unlock": LockOp("release", "mutex"),
-        "down_read": LockOp("acquire", "rwsem"), "down_write": LockOp("acquire", "rwsem"),
-        "down_read_trylock": LockOp("try", "rwsem"), "down_write_trylock": LockOp("try", "rwsem"),
-        "down_read_killable": LockOp("try_fail", "rwsem"),
-        "down_write_killable": LockOp("try_fail", "rwsem"),
-        "up_read": LockOp("release", "rwsem"), "up_write": LockOp("release", "rwsem"),
-        "rcu_read_lock": LockOp("acquire", "rcu", None),
-        "rcu_read_unlock": LockOp("release", "rcu", None),
-        "rcu_read_lock_bh": LockOp("acquire", "rcu_bh", None),
-        "rcu_read_unlock_bh": LockOp("release", "rcu_bh", None),
-        "rcu_read_lock_sched": LockOp("acquire", "rcu_sched", None),
-        "rcu_read_unlock_sched": LockOp("release", "rcu_sched", None),
-        "rtnl_lock": LockOp("acquire", "rtnl", None), "rtnl_unlock": LockOp("release", "rtnl", None),
-        "rtnl_trylock": LockOp("try", "rtnl", None),
-        "lock_sock": LockOp("acquire", "sock"), "release_sock": LockOp("release", "sock"),
-        "bh_lock_sock": LockOp("acquire", "bh_sock"), "bh_unlock_sock": LockOp("release", "bh_sock"),
-        "netif_tx_lock": LockOp("acquire", "netif_tx"), "netif_tx_lock_bh": LockOp("acquire", "netif_tx"),
-        "netif_tx_unlock": LockOp("release", "netif_tx"),
-        "netif_tx_unlock_bh": LockOp("release", "netif_tx"),
-        "__netif_tx_lock": LockOp("acquire", "tx"), "__netif_tx_lock_bh": LockOp("acquire", "tx"),
-        "__netif_tx_unlock": LockOp("release", "tx"), "__netif_tx_unlock_bh": LockOp("release", "tx"),
-        "__netif_tx_trylock": LockOp("try", "tx"),
-        "lockdep_assert_held": LockOp("assert", "any"),
-        "lockdep_assert_held_once": LockOp("assert", "any"),
-        "lockdep_assert_held_write": LockOp("assert", "any"),
-        "lockdep_assert_held_read": LockOp("assert", "any"),
-        "ASSERT_RTNL": LockOp("assert", "rtnl", None),
-    })
-    return ops
-
-
-LOCK_OPS = _ops()
-# The kinds whose key is a fixed name, not the argument's access path.
-_GLOBAL_KEYS = {"rcu", "rcu_bh", "rcu_sched", "rtnl"}
-# Kinds named by the object they lock rather than a lock field.
-_OBJECT_KINDS = {"sock", "bh_sock", "netif_tx", "tx"}
-
-
-def lock_key(model: FileModel, function: Function | None, call: CallSite, op: LockOp) -> str | None:
-    """The key of the lock `call` operates on (see the module docstring), None if unnamed."""
-    if op.argument is None or op.kind in _GLOBAL_KEYS:
+def lock_key(model: FileModel, function: Function | None, call: CallSite, op: LockOp,
+             args: list[str] | None = None) -> str | None:
+    """The key of the lock `call` (with lock arguments `args`, default its own) operates on (see
+    the module docstring), None if unnamed."""
+    if op.key == "global":
         return op.kind
-    if op.argument >= len(call.args):
+    args = call.args if args is None else args
+    if op.argument >= len(args):
         return None
-    key = model.canonical(function, call.args[op.argument])
-    return f"{op.kind}:{key}" if op.kind in _OBJECT_KINDS else key
+    key = model.canonical(function, args[op.argument])
+    return f"{op.kind}:{key}" if op.key == "object" else key
+
+
+SCOPED_GUARDS = ("scoped_guard", "scoped_cond_guard")
+
+
+def guard_call(call: CallSite) -> tuple[LockOp, list[str], tree_sitter.Node] | None:
+    """(op, lock arguments, block it is held for) of a cleanup.h guard: `guard(k)(&l)` holds to
+    the end of its enclosing block, `scoped_guard(k, &l) {...}` for its statement."""
+    if call.name.startswith("guard("):
+        found = kfacts.guard_op(call.name)
+        block = call.node.parent
+        while block is not None and block.type != "compound_statement":
+            block = block.parent
+        args = call.args
+    elif call.name in SCOPED_GUARDS and call.args:
+        found = kfacts.guard_op(f"guard({call.args[0]})")
+        args = call.args[2:] if call.name == "scoped_cond_guard" else call.args[1:]
+        condition = call.node.parent
+        block = condition.parent.child_by_field_name("consequence") \
+            if condition is not None and condition.parent is not None else None
+    else:
+        return None
+    if found is None or block is None:
+        return None
+    return found[1], args, block
 
 
 def annotated_keys(model: FileModel, function: Function, *names: str) -> frozenset[str]:
@@ -113,6 +86,8 @@ class LockTransfer(flow.Transfer):
         self.summaries = summaries if summaries is not None else {}
         self._ops: dict[CallSite, tuple[LockOp, str] | None] = {}
         self._tested: dict[tuple[Function, str], str] = {}   # (function, tested text) -> its key
+        self._blocks: dict[CallSite, int] = {}   # guard call -> start byte of the block it holds for
+        self._wrapped: dict[CallSite, list] = {}
 
     def op(self, call: CallSite) -> tuple[LockOp, str] | None:
         """The lock operation of the call and its lock's key (computed once per call: every path
@@ -122,12 +97,15 @@ class LockTransfer(flow.Transfer):
         return self._ops[call]
 
     def _op(self, call: CallSite) -> tuple[LockOp, str] | None:
-        if call.name.startswith("guard("):
-            # guard(spinlock_irqsave)(&l): held until the end of the scope
-            if not call.args:
+        guard = guard_call(call)
+        if guard is not None:
+            op, args, block = guard
+            key = lock_key(self.model, self.function_of(call), call, op, args)
+            if key is None:
                 return None
-            return LockOp("acquire", "guard"), self.model.canonical(self.function_of(call), call.args[0])
-        op = LOCK_OPS.get(call.name)
+            self._blocks[call] = block.start_byte
+            return LockOp("acquire", op.kind, op.key, op.argument, op.atomic, op.implies), key
+        op = kfacts.lock_op(call.name)
         if op is None:
             return None
         key = lock_key(self.model, self.function_of(call), call, op)
@@ -137,35 +115,83 @@ class LockTransfer(flow.Transfer):
         return self.model.functions.get(call.function)
 
     def changes(self, call: CallSite) -> bool:
-        return self.op(call) is not None or call.name in self.summaries
+        return self.op(call) is not None or call.name in self.summaries or bool(self.wrapped(call))
 
     def call(self, state: frozenset, call: CallSite) -> frozenset:
         found = self.op(call)
         if found is None:
-            return self.callee_effect(state, call)
+            if call.name in self.summaries:
+                return self.callee_effect(state, call)
+            for op, key in self.wrapped(call):
+                state = self.apply(state, op, key)
+            return state
         op, key = found
-        if op.action == "acquire" and op.kind == "guard":
-            return state | {("held", key), ("scoped", key)}
+        if call in self._blocks:
+            return state | {("held", key), ("scope", self._blocks[call], key)}
+        return self.apply(state, op, key)
+
+    def wrapped(self, call: CallSite) -> list[tuple[LockOp, str]]:
+        """The lock operations a header wrapper (static inline foo_chan_lock() around
+        mutex_lock(&chan->lock)) leaves done in its caller, with keys of the caller's arguments."""
+        if call not in self._wrapped:
+            self._wrapped[call] = wrapped_ops(self.model, self.function_of(call), call)
+        return self._wrapped[call]
+
+    def apply(self, state: frozenset, op: LockOp, key: str) -> frozenset:
         if op.action in ("acquire", "try_fail"):
-            return state | {("held", key)}
+            return state | {("held", key)} | self.implied(op, key)
         if op.action == "assert":
             return state | {("held", key), ("caller", key)}
         if op.action == "release":
+            state = state - self.implied(op, key)
             if ("held", key) in state:
                 return (state - {("held", key)}) | {("released", key)}
+            left = next((fact for fact in state if fact[0] == "implied" and fact[1] == key), None)
+            if left is not None:   # spin_lock_bh(); spin_unlock(); local_bh_enable();
+                return state - {left}
+            same = self.same_object(state, op, key)
+            if same is not None:
+                return (state - {("held", same)}) | {("released", same)}
             return state | {("caller", key)}
         return state
+
+    @staticmethod
+    def same_object(state: frozenset, op: LockOp, key: str) -> str | None:
+        """The one lock of the released object's kind held here, when the release names it
+        differently (netdev_lock(dev) ... netdev_unlock(bp->dev); lock_sock(sk) with sk loaded
+        from sock->sk ... release_sock(sock->sk)): an object lock of one kind held once is the
+        object released. Path-named locks (spin, mutex) never match by kind."""
+        if op.key != "object":
+            return None
+        prefix = f"{op.kind}:"
+        held = [fact[1] for fact in state if fact[0] == "held" and fact[1].startswith(prefix)]
+        return held[0] if len(held) == 1 else None
+
+    @staticmethod
+    def implied(op: LockOp, key: str) -> frozenset:
+        """("implied", "bh", key): softirqs disabled by spin_lock_bh(&key), until spin_unlock_bh()
+        or, after a plain spin_unlock(), local_bh_enable()."""
+        return frozenset({("implied", op.implies, key)}) if op.implies else frozenset()
 
     def assume(self, state: frozenset, call: CallSite, truth: bool) -> frozenset:
         found = self.op(call)
         if found is None:
             return state
+        if call in self._blocks:   # scoped_cond_guard() failed: its block is skipped unlocked
+            return state if truth else self.leave_block(state, guard_call(call)[2])
         op, key = found
         if op.action == "try" and truth:
-            return state | {("held", key)}
+            return state | {("held", key)} | self.implied(op, key)
         if op.action == "try_fail" and truth:   # nonzero: interrupted, not taken
             return state - {("held", key)}
         return state
+
+    def leave_block(self, state: frozenset, block) -> frozenset:
+        ending = {fact for fact in state if fact[0] == "scope" and fact[1] == block.start_byte}
+        if not ending:
+            return state
+        keys = {fact[2] for fact in ending}
+        return (state - ending - {("held", key) for key in keys}) | {("released", key) for key in keys}
 
     def test(self, state: frozenset, expression: str, truth: bool, function: Function) -> frozenset:
         # `if (lock) spin_unlock(lock);`: a NULL lock pointer is not held
@@ -194,10 +220,42 @@ class LockTransfer(flow.Transfer):
         return state
 
 
+_ROOT = re.compile(r"^(&?\(?)([A-Za-z_]\w*)")
+_ACCESS_PATH = re.compile(r"^&?[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*|\[[^\]]*\])*$")
+
+
+def wrapped_ops(model: FileModel, function: Function | None, call: CallSite) -> list[tuple[LockOp, str]]:
+    """(op, key) of each lock a header wrapper called here leaves taken or released (see
+    callindex.wrapper); [] for other calls and for in-file functions (summarised instead)."""
+    found = callindex.wrapper(call.name) if call.name not in model.functions else None
+    if found is None:
+        return []
+    params, effect = found
+    ops = []
+    for spelling, argument in effect:
+        op = kfacts.lock_op(spelling)
+        if op is None:
+            continue
+        if op.key == "global":
+            continue   # kmap_atomic()'s preempt_disable(): its pair is often a macro, not a function
+        match = _ROOT.match(argument)
+        if match is None or match.group(2) not in params:
+            continue
+        index = params.index(match.group(2))
+        if index >= len(call.args) or not _ACCESS_PATH.match(call.args[index]):
+            continue
+        # "&chan->lock" with chan = "&priv->chan" -> "&priv->chan->lock" (keys read -> as .)
+        text = match.group(1).replace("(", "") + call.args[index].lstrip("&") + argument[match.end():]
+        key = lock_key(model, function, call, op, [text] * (op.argument + 1))
+        if key is not None:
+            ops.append((op, key))
+    return ops
+
+
 def lock_functions(model: FileModel) -> set[str]:
     """Functions that take, drop or assert a lock themselves: whose summaries matter to callers."""
     return {name for name, function in model.functions.items()
-            if any(c.name in LOCK_OPS or c.name.startswith("guard(") for c in function.calls)}
+            if any(kfacts.lock_op(c.name) or guard_call(c) for c in function.calls)}
 
 
 def held(state: frozenset) -> frozenset[str]:

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable
 
 import tree_sitter
 
-from patchbench.checks import cparse
+from patchbench.checks import cparse, kfacts
 
 # Everything the model reads from the tree, in one pass (one query, one pattern per fact).
 _FACTS = cparse.query("""
@@ -45,27 +45,10 @@ _FACTS = cparse.query("""
                        right: (identifier) @set_fn)
 """)
 
-# Registration calls: callee -> (argument index of the function, registration kind).
-REGISTRATION_CALLS = {
-    "netif_napi_add": (2, "napi_poll"),
-    "netif_napi_add_weight": (2, "napi_poll"),
-    "netif_napi_add_tx": (2, "napi_poll"),
-    "netif_napi_add_tx_weight": (2, "napi_poll"),
-    "netif_tx_napi_add": (2, "napi_poll"),
-    "netdev_rx_handler_register": (1, "rx_handler"),
-    "timer_setup": (1, "timer"),
-    "INIT_WORK": (1, "work"),
-    "INIT_DELAYED_WORK": (1, "work"),
-    "INIT_RCU_WORK": (1, "work"),
-    "tasklet_setup": (1, "tasklet"),
-    "tasklet_init": (1, "tasklet"),
-    "kthread_run": (0, "kthread"),
-    "kthread_create": (0, "kthread"),
-    "call_rcu": (1, "rcu_callback"),
-    "register_netdevice_notifier": (0, "notifier"),
-}
-# Field assignments that register a callback (`t->timer.function = fn`).
-REGISTRATION_FIELDS = {"function": "hrtimer"}
+# Registration calls (callee -> (argument index of the function, registration kind)) and field
+# assignments that register a callback (`t->timer.function = fn`): the kernel facts table.
+REGISTRATION_CALLS = kfacts.registration_calls()
+REGISTRATION_FIELDS = kfacts.registration_fields()
 
 # Values that make a local an alias: `&q->ring`, `q->rings[i]`, `other` (no calls, no arithmetic).
 _ACCESS_PATH = re.compile(r"^&?\(?[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*|\[[^\]]*\])*\)?$")
@@ -138,6 +121,16 @@ class FileModel:
     functions: dict[str, Function]
     registrations: dict[str, set[str]]     # function name -> registration kinds
     callers: dict[str, list[CallSite]]     # in-file callee name -> its call sites
+    # (function, field) -> the struct type of the initialiser registering it (`struct ethtool_ops`)
+    ops_structs: dict[tuple[str, str], str] = field(default_factory=dict)
+    # the fields of each ops initialiser (by its start byte), and which one registers (function, field)
+    ops_groups: dict[int, dict[str, str]] = field(default_factory=dict)
+    ops_group_of: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def sibling(self, name: str, kind: str, other: str) -> str | None:
+        """The function registered as field `other` in the initialiser registering `name` as `kind`."""
+        group = self.ops_group_of.get((name, kind))
+        return self.ops_groups.get(group, {}).get(other) if group is not None else None
 
     @classmethod
     def build(cls, path: str, source: bytes) -> "FileModel":
@@ -162,7 +155,13 @@ class FileModel:
                     values = assigned.setdefault(owner, {}).setdefault(model.text(target), set())
                     values.add(squeeze(model.text(found["value"][0])))
             elif "init_fn" in found:
-                model._register(model.text(found["init_fn"][0]), model.text(found["init_field"][0]))
+                name, kind = model.text(found["init_fn"][0]), model.text(found["init_field"][0])
+                model._register(name, kind)
+                struct, group = _initialised_struct(found["init_field"][0], source)
+                if struct:
+                    model.ops_structs[(name, kind)] = struct
+                    model.ops_groups.setdefault(group, {})[kind] = name
+                    model.ops_group_of[(name, kind)] = group
             elif "set_fn" in found:
                 kind = REGISTRATION_FIELDS.get(model.text(found["set_field"][0]))
                 if kind:
@@ -178,8 +177,13 @@ class FileModel:
     def _add_call(self, found: dict, owner: "Function | None") -> None:
         call_node = found["call"][0]
         args = [squeeze(self.text(a)) for a in found["args"][0].named_children if a.type != "comment"]
-        call = CallSite(squeeze(self.text(found["callee"][0])), args, call_node,
-                        call_node.start_point[0] + 1, owner.name if owner else "")
+        callee = found["callee"][0]
+        name = squeeze(self.text(callee))
+        if name == "guard":   # the pre-pass turned `scoped_guard(k, &l) {` into `if(guard(k, &l)){`
+            for scoped in (b"scoped_", b"scoped_cond_"):
+                if self.source[callee.start_byte - len(scoped):callee.start_byte] == scoped:
+                    name = scoped.decode() + "guard"
+        call = CallSite(name, args, call_node, call_node.start_point[0] + 1, owner.name if owner else "")
         registered = REGISTRATION_CALLS.get(call.name)
         if registered and len(args) > registered[0]:
             self._register(args[registered[0]].lstrip("&"), registered[1])
@@ -317,6 +321,20 @@ def _declared_name(node: tree_sitter.Node, source: bytes) -> str | None:
             return None
         node = inner
     return cparse.node_text(source, node) if node is not None else None
+
+
+def _initialised_struct(node: tree_sitter.Node, source: bytes) -> tuple[str, int]:
+    """The struct type of the declaration whose initialiser holds node (`static const struct
+    net_device_ops foo_ops = { .ndo_open = ... }` -> "net_device_ops") and the declaration's
+    start byte; "" when not one."""
+    while node is not None and node.type not in ("declaration", "function_definition"):
+        node = node.parent
+    if node is None or node.type != "declaration":
+        return "", -1
+    kind = node.child_by_field_name("type")
+    if kind is None or kind.type != "struct_specifier":
+        return "", -1
+    return _type_name(kind, source), node.start_byte
 
 
 def _type_name(node: tree_sitter.Node, source: bytes) -> str:

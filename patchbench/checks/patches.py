@@ -1,9 +1,9 @@
 """Stage 4 for a series: the findings each applied patch introduces.
 
 For every patch and every C file it touches, the file is analysed as it was in the patch's parent
-and as it is in the patch's commit (blobs read from the object store with `git cat-file`, never
-from a work tree). A finding of the commit is new when no finding of the parent has the same
-`Finding.identity()` (rule, file, function, message with numbers blanked): line shifts and repeats
+and as it is in the patch's commit (blobs read from the object store through tree.git's runner,
+never from a work tree, nor from the repository a hook's GIT_DIR names). A finding of the commit is
+new when no finding of the parent has the same `Finding.identity()` (rule, file, function, message with numbers blanked): line shifts and repeats
 do not count. Each patch is compared with its own parent, so a bug introduced by patch 2 and
 repaired by patch 3 is still reported against patch 2.
 """
@@ -11,14 +11,12 @@ repaired by patch 3 is still reported against patch 2.
 from __future__ import annotations
 
 import os
-import subprocess
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from patchbench.checks import facts
+from patchbench.checks import callindex, facts
 from patchbench.checks.finding import Finding
-from patchbench.errors import BadInput
 from patchbench.tree import ApplyResult
+from patchbench.tree.git import BlobReader, Git, open_repository
 
 C_SUFFIXES = (".c", ".h")
 
@@ -41,43 +39,6 @@ class SeriesCheck:
         return [f for patch in self.patches for f in patch.new]
 
 
-class BlobReader:
-    """`git cat-file --batch` on one repository: the bytes of `<rev>:<path>`, or None if absent."""
-
-    def __init__(self, git_dir: Path):
-        self.process = subprocess.Popen(
-            ["git", "--git-dir", str(git_dir), "cat-file", "--batch"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-
-    def read(self, rev: str, path: str) -> bytes | None:
-        self.process.stdin.write(f"{rev}:{path}\n".encode())
-        self.process.stdin.flush()
-        header = self.process.stdout.readline().split()
-        if len(header) != 3 or header[1] != b"blob":
-            return None
-        data = self.process.stdout.read(int(header[2]))
-        self.process.stdout.read(1)   # the newline after the content
-        return data
-
-    def close(self) -> None:
-        self.process.stdin.close()
-        self.process.wait()
-
-    def __enter__(self) -> "BlobReader":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def git_dir_of(repo: Path) -> Path:
-    proc = subprocess.run(["git", "-C", str(repo), "rev-parse", "--absolute-git-dir"],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise BadInput(f"{repo} is not a git repository")
-    return Path(proc.stdout.strip())
-
-
 def new_findings(before: list[Finding], after: list[Finding]) -> list[Finding]:
     """Findings of `after` whose identity no finding of `before` has."""
     known = {f.identity() for f in before}
@@ -86,7 +47,7 @@ def new_findings(before: list[Finding], after: list[Finding]) -> list[Finding]:
 
 def _analyse(blobs: BlobReader, versions: list[tuple[str, str]], jobs: int) -> dict[tuple[str, str], list[Finding]]:
     """Findings of each (rev, path) version; an absent file has none."""
-    sources = {version: blobs.read(*version) for version in dict.fromkeys(versions)}
+    sources = {version: blobs.read(f"{version[0]}:{version[1]}") for version in dict.fromkeys(versions)}
     present = [version for version, source in sources.items() if source is not None]
     results = facts.findings_of_many([(path, sources[(rev, path)]) for rev, path in present], jobs)
     found = {version: [] for version in sources}
@@ -100,7 +61,9 @@ def check_applied(result: ApplyResult, jobs: int = os.cpu_count() or 1) -> Serie
     Each patch's version of its files is analysed first, all at once on `jobs` processes; the
     parents' versions only where the patch's version has findings at all."""
     touched = [(patch, sorted({p for p in patch.files if p.endswith(C_SUFFIXES)})) for patch in result.applied]
-    with BlobReader(git_dir_of(result.repo)) as blobs:
+    git_dir = open_repository(result.repo)
+    index = callindex.from_git(git_dir, result.base, jobs) if any(files for _, files in touched) else None
+    with Git(git_dir).blobs() as blobs, callindex.active(index, series=True):
         after = _analyse(blobs, [(patch.commit, path) for patch, files in touched for path in files], jobs)
         before = _analyse(blobs, [(patch.parent, path) for patch, files in touched for path in files
                                   if after[(patch.commit, path)]], jobs)

@@ -20,20 +20,16 @@ from __future__ import annotations
 import re
 from types import ModuleType
 
-from patchbench.checks import cparse, engine, locks, summaries
+from patchbench.checks import engine, kfacts, locks, summaries
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import CallSite, FileModel, Function
 
 # Every file with a lockless primitive call says so: the rest are never walked.
 MENTIONS = (b"__ptr_ring_", b"__skb_array_")
-PRIMITIVES = {
-    "consumer": {"__ptr_ring_consume", "__ptr_ring_consume_batched", "__ptr_ring_peek",
-                 "__ptr_ring_discard_one", "__ptr_ring_consume_created_space",
-                 "__ptr_ring_will_invalidate", "__skb_array_consume", "__skb_array_peek"},
-    "producer": {"__ptr_ring_produce", "__ptr_ring_full", "__skb_array_produce", "__skb_array_full"},
-}
+PRIMITIVES = {side: kfacts.names("ptr_ring", side) for side in ("consumer", "producer")}
 # Lockless-safe only while the ring is never resized: a warning in files that resize rings.
-RESIZE_SENSITIVE = {"__ptr_ring_empty", "__skb_array_empty"}
+RESIZE_SENSITIVE = kfacts.names("ptr_ring", "resize_sensitive")
+_RESIZE = kfacts.names("ptr_ring", "resize")
 
 _EXEMPTING_COMMENT = re.compile(r"single[ -]consumer|single[ -]producer|lockless|no.?resize", re.I)
 _CALLER_HOLDS = re.compile(r"(caller|must|hold|held|under)[^.;]{0,60}(consumer|producer)_lock", re.I)
@@ -53,9 +49,8 @@ KNOWN_SERIALISED = {
 def check_side(model: FileModel, rule: ModuleType, side: str) -> list[Finding]:
     if not engine.mentions(model.source, MENTIONS):
         return []   # the common case, decided without walking the tree
-    found = cparse.captures(cparse.rule_query(rule.ID), model.tree.root_node)
-    wanted = PRIMITIVES[side] | (RESIZE_SENSITIVE if side == "consumer" and found.get("resize_call")
-                                 else set())
+    resizes = any(c.name in _RESIZE for f in model.functions.values() for c in f.calls)
+    wanted = PRIMITIVES[side] | (RESIZE_SENSITIVE if side == "consumer" and resizes else set())
     calls = [c for f in model.functions.values() if not f.name.startswith(("__ptr_ring", "__skb_array"))
              for c in f.calls if c.name in wanted]
     if not calls:

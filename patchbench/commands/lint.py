@@ -11,7 +11,7 @@ import os
 import time
 from pathlib import Path
 
-from patchbench.checks import facts
+from patchbench.checks import callindex, facts
 from patchbench.checks.finding import Finding
 from patchbench.errors import BadInput
 from patchbench.report.findings import FORMATS, lint_report, render
@@ -66,12 +66,19 @@ def lint(paths: list[str], jobs: int = 1, use_cache: bool = True) -> list[Findin
 
 def lint_files(files: list[str], jobs: int = 1, use_cache: bool = True,
                progress: Progress | None = None) -> list[Finding]:
+    """Findings of `files`; inside a kernel tree, with its call index (callers of each function
+    across the whole tree, built once per tree content and cached)."""
     global _progress
+    root = callindex.tree_root(files)
+    if progress is not None and root is not None:
+        progress.stage("indexing the callers of every function in the tree")
+    index = callindex.from_files(root, jobs) if root is not None else None
     if progress is not None:
         progress.stage("checking files", len(files))
     _progress = progress
     try:
-        found = facts.parallel(_lint_file, [(path, use_cache) for path in files], jobs)
+        with callindex.active(index, root):
+            found = facts.parallel(_lint_file, [(path, use_cache) for path in files], jobs)
     finally:
         _progress = None
     return sorted((f for result in found for f in result), key=lambda f: (f.file, f.line, f.rule))

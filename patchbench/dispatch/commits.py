@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from patchbench.dispatch.workspace import git
 from patchbench.errors import BadInput
 from patchbench.tree import AppliedPatch, ApplyResult
+from patchbench.tree.git import Git
 
 
 def is_range(repo: Path, spec: str) -> bool:
@@ -15,8 +15,7 @@ def is_range(repo: Path, spec: str) -> bool:
     if ".." not in spec or Path(spec).exists():
         return False
     start, _, end = spec.partition("..")
-    return all(subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{rev or 'HEAD'}^{{commit}}"],
-                              capture_output=True).returncode == 0 for rev in (start, end))
+    return all(Git.at(repo).commit_exists(rev or "HEAD") for rev in (start, end))
 
 
 def applied_range(repo: Path, spec: str) -> ApplyResult:

@@ -18,13 +18,13 @@ import fcntl
 import hashlib
 import os
 import shutil
-import subprocess
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from patchbench.errors import BadInput
+from patchbench.tree.git import Git
 
 
 def cache_root() -> Path:
@@ -61,11 +61,12 @@ class Slot:
 
 
 def git(repo: Path, *args: str) -> str:
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["failed"])[-1]
+    """`git -C repo ARGS` through tree.git's runner (the caller's GIT_* never apply)."""
+    code, out, err = Git.at(repo).run(*args, check=False)
+    if code != 0:
+        last = (err.strip().splitlines() or ["failed"])[-1]
         raise BadInput(f"git {' '.join(args[:2])} in {repo}: {last}")
-    return proc.stdout.strip()
+    return out.strip()
 
 
 def resolve(repo: Path, rev: str) -> str:

@@ -44,15 +44,21 @@ def open_repository(tree: Path) -> Path:
 
 
 class Git:
-    """git commands on one repository; `index` and `work_tree` are private scratch paths when given."""
+    """git commands on one repository; `index` and `work_tree` are private scratch paths when given.
 
-    def __init__(self, git_dir: Path, index: Path | None = None, work_tree: Path | None = None):
+    `Git.at(directory)` instead runs git in a checkout (a build slot's worktree) and lets git find
+    the repository from there, as `git -C directory` would, still with the caller's GIT_* cleared."""
+
+    def __init__(self, git_dir: Path | None, index: Path | None = None, work_tree: Path | None = None):
         self.git_dir = git_dir
         self.work_tree = work_tree
+        self.cwd = work_tree or git_dir   # where git runs
         self.env = {k: v for k, v in os.environ.items()
                     if not k.startswith("GIT_") or k.startswith(_KEPT_GIT_VARS)}
-        self.env.update(GIT_DIR=str(git_dir), LC_ALL="C", LANGUAGE="C", GIT_TERMINAL_PROMPT="0",
+        self.env.update(LC_ALL="C", LANGUAGE="C", GIT_TERMINAL_PROMPT="0",
                         GIT_LITERAL_PATHSPECS="1")  # a path from a patch is a path, never a glob
+        if git_dir is not None:
+            self.env["GIT_DIR"] = str(git_dir)
         for n, (key, value) in enumerate(_OVERRIDES):
             self.env[f"GIT_CONFIG_KEY_{n}"], self.env[f"GIT_CONFIG_VALUE_{n}"] = key, value
         self.env["GIT_CONFIG_COUNT"] = str(len(_OVERRIDES))
@@ -61,13 +67,27 @@ class Git:
         if work_tree is not None:
             self.env["GIT_WORK_TREE"] = str(work_tree)
 
+    @classmethod
+    def at(cls, directory: Path) -> "Git":
+        git = cls(None)
+        git.cwd = directory
+        return git
+
+    def popen(self, *args: str) -> subprocess.Popen:
+        """A long-lived `git ARGS` reading stdin and writing stdout (pipes), stderr discarded."""
+        return subprocess.Popen(["git", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, env=self.env, cwd=self.cwd)
+
+    def blobs(self) -> "BlobReader":
+        return BlobReader(self)
+
     def run(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None,
             check: bool = True) -> tuple[int, str, str]:
         """(returncode, stdout, stderr); raises GitFailed on a non-zero exit when `check`."""
         argv = ["git", *args]
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env={**self.env, **(env or {})}, cwd=self.work_tree or self.git_dir)
+                                env={**self.env, **(env or {})}, cwd=self.cwd)
         try:
             out, err = proc.communicate(input)
         except BaseException:
@@ -89,3 +109,31 @@ class Git:
         code, out, _ = self.run("rev-parse", "--verify", "--quiet", "--end-of-options", rev + "^{commit}",
                                 check=False)
         return out.strip() if code == 0 else None
+
+
+class BlobReader:
+    """One `git cat-file --batch` for many reads: the bytes of `<rev>:<path>` or of a blob id,
+    None when absent. A context manager; after close() the git process is gone."""
+
+    def __init__(self, git: Git):
+        self.process = git.popen("cat-file", "--batch")
+
+    def read(self, name: str) -> bytes | None:
+        self.process.stdin.write(f"{name}\n".encode())
+        self.process.stdin.flush()
+        header = self.process.stdout.readline().split()
+        if len(header) != 3 or header[1] != b"blob":
+            return None
+        data = self.process.stdout.read(int(header[2]))
+        self.process.stdout.read(1)   # the newline after the content
+        return data
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
+
+    def __enter__(self) -> "BlobReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

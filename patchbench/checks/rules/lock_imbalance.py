@@ -10,7 +10,8 @@ Accepted, not findings:
 - a lock held only on the returns that report success and released on those that report failure,
   judged by the return type (0 or a count for int, true for bool, a pointer, against -EINVAL,
   false, NULL, ERR_PTR()) and by what the path tested: the trylock and lookup-locked shapes;
-- locks released here that the caller took, and `guard()` locks, which the compiler releases.
+- locks released here that the caller took; `guard()` locks are released at the end of their
+  block by the walk itself (locks.LockTransfer.leave_block).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from patchbench.checks import cparse, engine, locks, summaries
+from patchbench.checks import engine, kfacts, locks, summaries
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel, Function, squeeze
 
@@ -31,28 +32,37 @@ _WRAPPER_NAME = re.compile(r"(^|_)(try)?lock(_bh|_irq\w*|_nested|_shared|_exclus
                            r"|lock_sock$|_(acquire|get|begin|start|enter|hold)$", re.IGNORECASE)
 # Words of names of functions that hand a lock to their caller: foo_lock_channel(), bar_acquire_nvm().
 _HANDING_NAME = re.compile(r"(^|_)(try)?lock(_|$)|acquire|_get_|_get$|_hold|_begin|_start|_enter|suspend"
-                           r"|(^|_)pre_|prep|_down$|lookup", re.IGNORECASE)
+                           r"|(^|_)pre_|prep|_down$|lookup|(^|_)down_(read|write)", re.IGNORECASE)
 # Registrations whose counterpart releases: .pre_doit/.post_doit, .start/.stop, .lock/.unlock, ...
 _PAIRED_FIELD = re.compile(r"pre|start|next|lock|begin|prepare|init|get|enter|acquire", re.IGNORECASE)
 # "Returns with the lock held", "leaves rtnl locked": the function comment says it is meant.
 _DOCUMENTED = re.compile(r"\b(returns?|exits?|leaves?|left)\b[^.]{0,60}\b(held|locked)\b", re.IGNORECASE)
+_UNREPORTED = frozenset({"irq", "preempt"})
+_GLOBAL_KEYS = frozenset(op.kind for op in kfacts.lock_ops().values() if op.key == "global")
 _FAILURE = re.compile(r"^(NULL|false|ERR_PTR\(.*\)|-E\w+|-\d+)$")
-# The callee names of queries/lock-imbalance.scm (or a part of them: read_lock is in rcu_read_lock,
-# lock_sock in bh_lock_sock): a file without one has no taker to walk.
-MENTIONS = (b"spin_lock", b"spin_trylock", b"read_lock", b"read_trylock", b"write_lock", b"write_trylock",
-            b"mutex_lock", b"mutex_trylock", b"down_read", b"down_write", b"rtnl_lock", b"rtnl_trylock",
-            b"lock_sock", b"netif_tx_lock", b"netif_tx_trylock", b"guard")
+
+
+def _takes(model: FileModel, call) -> bool:
+    op = kfacts.lock_op(call.name)
+    return (op is not None and op.action in ("acquire", "try", "try_fail")) or \
+        locks.guard_call(call) is not None or \
+        any(op.action != "release" for op, _ in locks.wrapped_ops(model, None, call))
+
+
+def _mentions() -> tuple[bytes, ...]:
+    """The acquiring spellings, without those containing another (spin_lock covers spin_lock_bh):
+    a file without one has no taker to walk."""
+    spellings = {name for name, op in kfacts.lock_ops().items() if op.action in ("acquire", "try", "try_fail")}
+    spellings |= {"guard"}
+    return tuple(sorted(name.encode() for name in spellings
+                        if not any(other != name and other in name for other in spellings)))
+
+
+MENTIONS = _mentions()
 
 
 def check(model: FileModel) -> Iterable[Finding]:
-    # the query runs on the functions whose calls could match it, not on the whole tree: every
-    # callee it matches has "lock" or "down_" in its name or is guard()
-    query = cparse.rule_query(ID)
-    takers = {model.function_at(node.start_point[0] + 1)
-              for function in model.functions.values()
-              if any("lock" in c.name or "down_" in c.name or c.name.startswith("guard") for c in function.calls)
-              for node in cparse.captures(query, function.node).get("call", [])}
-    names = {f.name for f in takers if f is not None}
+    names = {name for name, function in model.functions.items() if any(_takes(model, c) for c in function.calls)}
     if not names:
         return []
     results = summaries.solve(model, names | locks.lock_functions(model),
@@ -62,6 +72,7 @@ def check(model: FileModel) -> Iterable[Finding]:
     findings = []
     for name in sorted(names):
         findings.extend(_check_function(model, results[name]))
+        findings.extend(_unheld_releases(model, results[name]))
     return findings
 
 
@@ -73,8 +84,10 @@ def _precondition(model: FileModel, function: Function) -> frozenset:
 def _check_function(model: FileModel, summary: summaries.Summary) -> list[Finding]:
     function = summary.function
     exits = summary.result.returns
+    # interrupts and preemption: their pairs are often macros or other functions' business
+    # (kunmap_atomic, put_cpu_var); not reported as leaks
     leaked = {fact[1] for _, state in exits for fact in state
-              if fact[0] == "held" and ("caller", fact[1]) not in state and ("scoped", fact[1]) not in state}
+              if fact[0] == "held" and ("caller", fact[1]) not in state and fact[1] not in _UNREPORTED}
     findings = []
     for key in sorted(leaked):
         holding = [(node, state) for node, state in exits if ("held", key) in state]
@@ -90,9 +103,67 @@ def _check_function(model: FileModel, summary: summaries.Summary) -> list[Findin
     return findings
 
 
+def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Finding]:
+    """Releases of a lock the function takes itself, reached on a path where it is not held:
+    an error path that unlocks before the lock was taken, a double unlock. A lock the function
+    never takes, or releases before it first takes it, is its caller's (released for it); a lock
+    held on entry (__must_hold, __releases, lockdep_assert_held) is held on every path."""
+    function = summary.function
+    transfer = locks.LockTransfer(model)
+    first: dict[str, str] = {}   # key -> the action of the first call on it, in source order
+    for call in sorted(function.calls, key=lambda c: c.start):
+        found = transfer.op(call)
+        if found is not None and found[0].action != "assert":
+            first.setdefault(found[1], found[0].action)
+    # a lock first released, then taken again (sch_direct_xmit's root_lock) is the caller's
+    # global states (RTNL, readers, BH) are often the caller's even when taken on another path here
+    # (em_text_change: rtnl_unlock() of the caller's RTNL, or its own after a retry): named locks only
+    taken = {key for key, action in first.items() if action in ("acquire", "try", "try_fail")
+             and key not in _GLOBAL_KEYS}
+    findings = []
+    reported = set()
+    for call in function.calls:
+        found = transfer.op(call)
+        if found is None or found[0].action != "release" or found[1] not in taken or found[1] in reported:
+            continue
+        key = found[1]
+        states = summary.result.states_at(call)
+        # ("caller", key): held on entry, asserted, or released unheld earlier on this path (the
+        # earlier release is the one reported). Only the error-path shape is reported: a release
+        # under a label that a path reaches without ever having taken the lock; loops and
+        # correlated conditions the walk cannot follow leave other shapes too uncertain.
+        if _on_labelled_exit(function, call) and any(
+                ("held", key) not in state and ("caller", key) not in state and ("released", key) not in state
+                and not any(fact[0] == "implied" and fact[1] == key for fact in state) for state in states):
+            reported.add(key)
+            findings.append(engine.finding(
+                engine.rule(ID), model, call.node, function.name,
+                f"{call.name}({', '.join(call.args)}) releases a lock {function.name}() takes, on a "
+                "path where it was not taken (or was released already)"))
+    return findings
+
+
+def _on_labelled_exit(function: Function, call) -> bool:
+    """The call follows a label of the function with no return between them (`out_unlock:`)."""
+    labels, returns = [], []
+    pending = [function.body]
+    while pending:
+        node = pending.pop()
+        if node.type == "labeled_statement":
+            labels.append(node.start_byte)
+        elif node.type == "return_statement":
+            returns.append(node.start_byte)
+        pending.extend(node.named_children)
+    return any(label < call.start and not any(label < r < call.start for r in returns) for label in labels)
+
+
 def _intended(model: FileModel, function: Function, key: str, holding, releasing) -> bool:
     acquires = locks.annotated_keys(model, function, "__acquires")
     if key in acquires or _WRAPPER_NAME.search(function.name) or _DOCUMENTED.search(function.comment):
+        return True
+    # .pre_doit takes what .post_doit releases: held where it succeeds, whatever its failures do
+    if any(_PAIRED_FIELD.search(kind) for kind in model.registrations.get(function.name, ())) and \
+            _reports(_return_kind(model, function), holding, "success"):
         return True
     if not any(("released", key) in state for _, state in releasing):
         # never released here (the other returns never took it): meant only if something says
@@ -166,6 +237,6 @@ def _spelling(model: FileModel, function: Function, key: str) -> str:
     transfer = locks.LockTransfer(model)
     for call in function.calls:
         found = transfer.op(call)
-        if found and found[1] == key:
+        if (found and found[1] == key) or any(k == key for _, k in transfer.wrapped(call)):
             return f"{call.name}({', '.join(call.args)})"
     return key

@@ -18,24 +18,16 @@ from __future__ import annotations
 import re
 from functools import cached_property
 
+from patchbench.checks import kfacts
 from patchbench.checks.model import FileModel, Function
 
-# Registration calls the model does not know, that hand a function to a completion context:
-# callee -> argument index of the function.
-CONSUMER_REGISTRATIONS = {
-    "request_irq": 1, "devm_request_irq": 2, "request_threaded_irq": 1,
-    "devm_request_threaded_irq": 2, "request_any_context_irq": 1, "usb_fill_bulk_urb": 5,
-    "usb_fill_int_urb": 5, "usb_fill_control_urb": 6, "vmbus_open": 5, "hrtimer_setup": 1,
-}
-# Model registration kinds (napi_poll, work, timer, ...) and struct fields that are consumers.
-CONSUMER_KINDS = {"napi_poll", "tasklet", "kthread", "read", "read_iter", "recvmsg", "splice_read",
-                  "poll", "complete", "callback", "irq_handler"}
+# Registration kinds (kernel facts table: napi_poll, irq, urb_complete, ...) and struct fields
+# that are consumers.
+CONSUMER_KINDS = kfacts.names("registration", "queue_sides", "consumer")
 # Deferred work and timers are consumers only when they free transmitted buffers themselves.
-DEFERRED_KINDS = {"work", "timer", "hrtimer"}
-FREES_TX = re.compile(r"^(dev_kfree_skb\w*|dev_consume_skb\w*|napi_consume_skb|kfree_skb\w*|"
-                      r"consume_skb|netdev_(tx_)?completed_queue|\w*ptr_ring_consume\w*|"
-                      r"skb_array_consume\w*|xdp_return_frame\w*)$")
-XMIT_FIELDS = {"ndo_start_xmit"}
+DEFERRED_KINDS = kfacts.names("registration", "queue_sides", "deferred")
+FREES_TX = re.compile(kfacts.table()["queue"]["frees_tx"])
+XMIT_FIELDS = kfacts.names("registration", "queue_sides", "xmit")
 _XMIT_NAME = re.compile(r"(xmit|start_tx|hard_start|(^|_)send(_pkt)?$)")
 _CONSUMER_NAME = re.compile(
     r"(poll|clean|complet|_done|reclaim|tx_int|tx_irq|_isr|interrupt|_irq$|_gc$|recv|receive|read|"
@@ -48,8 +40,7 @@ _OTHER_NAME = re.compile(
 # A stop in a function named like this is teardown or error handling even when xmit reaches it.
 TEARDOWN_NAME = re.compile(r"(reset|restart|reinit|recover|timeout|watchdog|fail|error|(^|_)err$|hang|"
                            r"suspend|close|(^|_)down$|shutdown|teardown|uninit|detach)")
-STOPPED_TEST = re.compile(r"^(netif_queue_stopped|netif_tx_queue_stopped|__netif_subqueue_stopped|"
-                           r"netif_subqueue_stopped|netif_xmit_stopped)$")
+STOPPED_TESTS = kfacts.names("queue", "stopped_tests")
 # Generic callback names: a consumer unless the name also says what else it is (link handler).
 _CALLBACK_NAME = re.compile(r"(handler|_cb$|callback)")
 _OTHER_FIELD = re.compile(r"^(ndo_|get_|set_|suspend|resume|freeze|thaw|poweroff|restore|probe|"
@@ -57,10 +48,8 @@ _OTHER_FIELD = re.compile(r"^(ndo_|get_|set_|suspend|resume|freeze|thaw|poweroff
                           r"runtime_|prepare)")
 
 
-_DEFERRED_INIT = {"INIT_WORK", "INIT_DELAYED_WORK", "tasklet_setup", "tasklet_init", "timer_setup"}
-_DEFERRED_KICK = {"schedule_work": 0, "queue_work": 1, "schedule_delayed_work": 0,
-                  "queue_delayed_work": 1, "mod_delayed_work": 1, "tasklet_schedule": 0,
-                  "tasklet_hi_schedule": 0, "mod_timer": 0}
+_DEFERRED_INIT = kfacts.names("queue", "deferred_init")
+_DEFERRED_KICK = kfacts.table()["queue"]["deferred_kick"]
 
 
 def _field(expr: str) -> str:
@@ -79,19 +68,9 @@ class Sides:
         return {name: {c.name for c in f.calls if c.name in self.model.functions and c.name != name}
                 for name, f in self.model.functions.items()}
 
-    @cached_property
-    def extra_registrations(self) -> dict[str, set[str]]:
-        found: dict[str, set[str]] = {}
-        for function in self.model.functions.values():
-            for call in function.calls:
-                position = CONSUMER_REGISTRATIONS.get(call.name)
-                if position is not None and position < len(call.args):
-                    found.setdefault(call.args[position].lstrip("&"), set()).add("irq_handler")
-        return found
-
     def root_side(self, name: str) -> str | None:
         """The side of a root, or None when the function is only reached by in-file calls."""
-        kinds = self.model.registrations.get(name, set()) | self.extra_registrations.get(name, set())
+        kinds = self.model.registrations.get(name, set())
         if kinds & XMIT_FIELDS:
             return "xmit"
         if kinds & CONSUMER_KINDS or any(_CONSUMER_NAME.search(k) or _CALLBACK_NAME.search(k)
@@ -164,16 +143,18 @@ class Sides:
 
     def tests_stopped(self, name: str) -> bool:
         """The function, or one it calls in this file, tests whether a queue is stopped."""
-        return self._calls_somewhere(name, STOPPED_TEST)
+        return self._calls_somewhere(name, STOPPED_TESTS.__contains__)
 
-    def _calls_somewhere(self, name: str, pattern: re.Pattern) -> bool:
+    def _calls_somewhere(self, name: str, pattern) -> bool:
+        """pattern: a compiled regex, or a predicate of callee names."""
+        matches = pattern.match if isinstance(pattern, re.Pattern) else pattern
         seen, stack = set(), [name]
         while stack:
             current = stack.pop()
             if current in seen:
                 continue
             seen.add(current)
-            if any(pattern.match(c.name) for c in self.model.functions[current].calls):
+            if any(matches(c.name) for c in self.model.functions[current].calls):
                 return True
             stack.extend(self.callees[current])
         return False
@@ -183,14 +164,14 @@ class Sides:
         function tests whether the queue is stopped or frees transmitted buffers."""
         if _OTHER_NAME.search(function.name):
             return False
-        return any(STOPPED_TEST.match(c.name) for c in function.calls) or self.frees_tx(function.name)
+        return any(c.name in STOPPED_TESTS for c in function.calls) or self.frees_tx(function.name)
 
     def has_consumer_root(self) -> bool:
         return any(self.root_side(name) == "consumer" and self._is_registered(name)
                    for name in self.model.functions)
 
     def _is_registered(self, name: str) -> bool:
-        return bool(self.model.registrations.get(name) or self.extra_registrations.get(name))
+        return bool(self.model.registrations.get(name))
 
     def _takes_skb(self, function: Function) -> bool:
         header = self.model.source[function.node.start_byte:function.body.start_byte]

@@ -19,20 +19,19 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from patchbench.checks import engine, summaries
+from patchbench.checks import engine, kfacts, summaries
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel, Function
 from patchbench.checks.rules.queue_context import TEARDOWN_NAME, Sides
 from patchbench.checks.rules.queue_ordering import (QueueFacts, barrier_functions, lost_wakeup, publishers,
                                                     unordered)
-from patchbench.checks.rules.queue_sites import (STOP_UNMATCHED, WRONG_QUEUE, QueueSite, QueueSites, Verdict,
-                                                 collect, same_queue)
+from patchbench.checks.rules.queue_sites import (SPELLINGS, STOP_UNMATCHED, WRONG_QUEUE, QueueSite, QueueSites,
+                                                 Verdict, collect, same_queue)
 
-# The words of ANY_STOP, for the engine's check before parsing.
-STOP_WORDS = (b"netif_stop_", b"netif_tx_stop_", b"netif_subqueue_try_stop", b"netif_subqueue_maybe_stop",
-              b"netif_txq_try_stop", b"netif_txq_maybe_stop")
-ANY_STOP = re.compile(rb"\bnetif_(tx_)?stop_|\bnetif_(subqueue|txq)_(try|maybe)_stop")
-_RING_PRODUCE = re.compile(r"^(__ptr_ring_produce|ptr_ring_produce\w*|skb_array_produce\w*)$")
+# The flow-control stop spellings: a file without one is never parsed for these rules.
+STOP_WORDS = tuple(sorted(name.encode() for name, (action, scope, _, _) in SPELLINGS.items()
+                          if action == "stop" and scope in ("one", "all")))
+_RING_PRODUCE = kfacts.names("ptr_ring", "produce")
 
 
 def findings(rule_id: str, model: FileModel) -> Iterator[Finding]:
@@ -57,7 +56,7 @@ _CACHE: dict[str, tuple[FileModel, list[Verdict]]] = {}
 
 
 def _analyse(model: FileModel) -> list[Verdict]:
-    if not ANY_STOP.search(model.source):
+    if not engine.mentions(model.source, STOP_WORDS):
         return []  # most files never stop a queue: skip the query
     found = collect(model)
     sides = Sides(model)
@@ -114,7 +113,7 @@ def _analyse(model: FileModel) -> list[Verdict]:
 
 def _produces(function: Function) -> bool:
     """The function fills a ring someone else drains (tap's rx_handler feeding its readers)."""
-    return any(_RING_PRODUCE.match(c.name) for c in function.calls)
+    return any(c.name in _RING_PRODUCE for c in function.calls)
 
 
 def _reprieve(site: QueueSite, stops: list[QueueSite], found: QueueSites) -> bool:
@@ -126,7 +125,8 @@ def _reprieve(site: QueueSite, stops: list[QueueSite], found: QueueSites) -> boo
 
 
 _INCLUDE = re.compile(rb'^#\s*include\s+"([^"]+)"', re.M)
-_WAKE_SPELLING = re.compile(rb"\b(netif_(tx_)?wake_(sub)?queue|netif_\w*completed_wake|netif_txq_maybe_wake)\s*\(")
+_WAKE_SPELLING = re.compile(rb"\b(" + b"|".join(sorted(name.encode() for name, (action, *_) in SPELLINGS.items()
+                                                    if action == "wake")) + rb")\s*\(")
 
 
 def woken_in_sibling_file(path: str, source: bytes) -> bool:

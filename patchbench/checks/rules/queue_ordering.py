@@ -13,30 +13,36 @@ from __future__ import annotations
 
 import re
 
-from patchbench.checks import flow, summaries
+from patchbench.checks import flow, kfacts, summaries
 from patchbench.checks.model import CallSite, FileModel, Function
-from patchbench.checks.rules.queue_context import STOPPED_TEST, Sides
-from patchbench.checks.rules.queue_sites import (SELF_CHECKING_STOPS, STOP_UNMATCHED, QueueSite, QueueSites,
+from patchbench.checks.rules.queue_context import STOPPED_TESTS, Sides
+from patchbench.checks.rules.queue_sites import (SELF_CHECKING_STOPS, SPELLINGS, STOP_UNMATCHED, QueueSite, QueueSites,
                                                  Verdict, same_queue)
 
-# Calls that hand transmitted work to the side that completes it.
-PUBLISH = re.compile(r"^(usb_submit_urb|__ptr_ring_produce|ptr_ring_produce\w*|skb_array_produce\w*|"
-                     r"virtqueue_kick|virtqueue_notify|vmbus_sendpacket\w*|notify_remote_via_irq)$")
-_LOCK = re.compile(r"^(spin_lock|spin_lock_bh|spin_lock_irq|spin_lock_irqsave|raw_spin_lock\w*|"
-                   r"mutex_lock\w*)$")
-_TRYLOCK = re.compile(r"^(spin_trylock\w*|raw_spin_trylock\w*|mutex_trylock)$")
-_UNLOCK = re.compile(r"^(spin_unlock\w*|raw_spin_unlock\w*|mutex_unlock)$")
+# Calls that hand transmitted work to the side that completes it; barriers (kernel facts table).
+PUBLISH = re.compile(kfacts.table()["queue"]["publish"])
+_BARRIER = re.compile(kfacts.table()["queue"]["full_barrier"])
+_PARTIAL_BARRIERS = kfacts.names("queue", "partial_barrier")
 # The transmit lock ndo_start_xmit runs under; completions that take it are serialised with xmit.
-_TX_LOCK = re.compile(r"^(__netif_tx_lock\w*|netif_tx_lock\w*)$")
-_TX_UNLOCK = re.compile(r"^(__netif_tx_unlock\w*|netif_tx_unlock\w*)$")
 TX_LOCK = "netdev_queue._xmit_lock"
-_RESTART = re.compile(r"^(netif_(tx_)?(start|wake)_(sub)?queue|netif_txq_maybe_wake|__netif_txq_maybe_wake)$")
-# Full barriers, and calls that imply one (value-returning atomics, virtio's re-arm).
-_BARRIER = re.compile(r"^(smp_mb|mb|smp_mb__after_atomic|smp_mb__before_atomic|smp_store_mb|"
-                      r"atomic\w*_return\w*|atomic_(dec|inc|sub)_and_test|atomic\w*_fetch_\w*|"
-                      r"cmpxchg\w*|xchg\w*|atomic\w*_cmpxchg|"
-                      r"virtqueue_enable_cb_delayed|virtqueue_enable_cb|virtqueue_poll|synchronize_\w+)$")
-_PARTIAL_BARRIER = re.compile(r"^(smp_rmb|smp_wmb|rmb|wmb|dma_rmb|dma_wmb)$")
+_RESTARTS = frozenset(name for name, (action, scope, _, _) in SPELLINGS.items()
+                      if action in ("start", "wake") and scope == "one")
+
+
+def _lock_action(call: CallSite) -> str | None:
+    """"take" / "try" / "drop" for a spinlock or mutex call with a lock argument; "tx_take" /
+    "tx_try" / "tx_drop" for the transmit queue locks; None otherwise."""
+    op = kfacts.lock_op(call.name)
+    if op is None:
+        return None
+    action = {"acquire": "take", "try_fail": "take", "try": "try", "release": "drop"}.get(op.action)
+    if action is None:
+        return None
+    if op.kind in ("tx", "netif_tx"):
+        return "tx_" + action
+    if op.kind in ("spin", "mutex") and call.args:
+        return action
+    return None
 
 
 class QueueFacts(flow.Transfer):
@@ -50,13 +56,14 @@ class QueueFacts(flow.Transfer):
         self.restarts = {s.call: s for s in found.sites if s.action in ("start", "wake")}
 
     def call(self, state, call: CallSite):
-        if _LOCK.match(call.name) and call.args:
+        action = _lock_action(call)
+        if action == "take":
             return state | {("lock", self.lock_key(call))}
-        if _UNLOCK.match(call.name) and call.args:
+        if action == "drop":
             return state - {("lock", self.lock_key(call))}
-        if _TX_LOCK.match(call.name):
+        if action == "tx_take":
             return state | {("lock", TX_LOCK)}
-        if _TX_UNLOCK.match(call.name):
+        if action == "tx_drop":
             return state - {("lock", TX_LOCK)}
         if PUBLISH.match(call.name) or call.name in self.publishers:
             return state | {("published", call.name)}
@@ -69,9 +76,10 @@ class QueueFacts(flow.Transfer):
         return state
 
     def assume(self, state, call: CallSite, truth: bool):
-        if truth and _TRYLOCK.match(call.name) and call.args:
+        action = _lock_action(call) if truth else None
+        if action == "try":
             return state | {("lock", self.lock_key(call))}
-        if truth and call.name.startswith("__netif_tx_trylock"):
+        if action == "tx_try":
             return state | {("lock", TX_LOCK)}
         return state
 
@@ -111,7 +119,7 @@ def _rechecked(stop: QueueSite, result: flow.FlowResult) -> bool:
 def _rechecks(stop: QueueSite, result: flow.FlowResult) -> list[CallSite]:
     """Starts or wakes that some path from the stop reaches in the same function."""
     return [call for call, states in result.at_call.items()
-            if call.start > stop.call.start and _RESTART.match(call.name)
+            if call.start > stop.call.start and call.name in _RESTARTS
             and any(("stopped", stop.call.start) in state for state in states)]
 
 
@@ -130,11 +138,11 @@ def unordered(model: FileModel, stop: QueueSite, wakes: list[QueueSite],
     # a read or write barrier right between stop and re-check shows the ordering was thought
     # about (jme, mlx4): not flagged, though only a full barrier orders the two
     stop_full = _barrier_before(stop.function, first, barriers)
-    stop_fenced = stop_full or any(_PARTIAL_BARRIER.match(c.name) and stop.call.end <= c.start < first
+    stop_fenced = stop_full or any(c.name in _PARTIAL_BARRIERS and stop.call.end <= c.start < first
                                    for c in stop.function.calls)
     tested = {}
     for wake in wakes:
-        tests = [c for c in wake.function.calls if STOPPED_TEST.match(c.name) and c.start < wake.call.start]
+        tests = [c for c in wake.function.calls if c.name in STOPPED_TESTS and c.start < wake.call.start]
         if tests and not _locks_at(results, wake):
             tested[wake] = _ordered_before(model, wake.function, tests[-1].start, barriers), tests[-1]
     verdicts = []
@@ -188,7 +196,7 @@ def _consumer_locks(facts: QueueFacts, sides: Sides) -> set[str]:
     same lock cannot miss it (usbnet: txq.lock in xmit and in the urb completion)."""
     return {facts.lock_key(call) for function in facts.model.functions.values()
             if "consumer" in sides.sides[function.name] and function.name not in facts.publishers
-            for call in function.calls if call.args and (_LOCK.match(call.name) or _TRYLOCK.match(call.name))}
+            for call in function.calls if _lock_action(call) in ("take", "try")}
 
 
 def publishers(model: FileModel) -> set[str]:

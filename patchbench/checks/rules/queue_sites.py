@@ -15,51 +15,27 @@ index expression says about the queue, independent of the variable names of each
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from functools import cached_property
 
 import tree_sitter
 
-from patchbench.checks import cparse
+from patchbench.checks import cparse, kfacts
 from patchbench.checks.model import CallSite, FileModel, Function
 
-# Spelling -> (action, scope, how the queue is named, argument position).
+# Spelling -> (action, scope, how the queue is named, argument position): the kernel facts table.
 #   action: stop | wake | start;  scope: one | all | detach (teardown of every queue)
 #   named by: "dev" (queue 0 of the device), "index" (argument is an index), "txq" (a txq pointer)
 SPELLINGS: dict[str, tuple[str, str, str, int]] = {
-    "netif_stop_queue": ("stop", "one", "dev", 0),
-    "netif_tx_stop_queue": ("stop", "one", "txq", 0),
-    "netif_stop_subqueue": ("stop", "one", "index", 1),
-    "netif_tx_stop_all_queues": ("stop", "all", "dev", 0),
-    "netif_tx_disable": ("stop", "detach", "dev", 0),
-    "netif_device_detach": ("stop", "detach", "dev", 0),
-    "netif_txq_try_stop": ("stop", "one", "txq", 0),
-    "netif_txq_maybe_stop": ("stop", "one", "txq", 0),
-    "netif_subqueue_try_stop": ("stop", "one", "index", 1),
-    "netif_subqueue_maybe_stop": ("stop", "one", "index", 1),
-    "netif_wake_queue": ("wake", "one", "dev", 0),
-    "netif_tx_wake_queue": ("wake", "one", "txq", 0),
-    "netif_wake_subqueue": ("wake", "one", "index", 1),
-    "netif_tx_wake_all_queues": ("wake", "all", "dev", 0),
-    "netif_device_attach": ("wake", "all", "dev", 0),
-    "__netif_txq_maybe_wake": ("wake", "one", "txq", 0),
-    "netif_txq_maybe_wake": ("wake", "one", "txq", 0),
-    "__netif_txq_completed_wake": ("wake", "one", "txq", 0),
-    "netif_txq_completed_wake": ("wake", "one", "txq", 0),
-    "netif_subqueue_completed_wake": ("wake", "one", "index", 1),
-    "netif_start_queue": ("start", "one", "dev", 0),
-    "netif_tx_start_queue": ("start", "one", "txq", 0),
-    "netif_start_subqueue": ("start", "one", "index", 1),
-    "netif_tx_start_all_queues": ("start", "all", "dev", 0),
-}
+    name: tuple(entry) for name, entry in kfacts.table()["queue"]["spellings"].items()}
 # Stops that re-check and restart by themselves (include/net/netdev_queues.h).
-SELF_CHECKING_STOPS = {"netif_txq_try_stop", "netif_txq_maybe_stop", "netif_subqueue_try_stop",
-                       "netif_subqueue_maybe_stop"}
-_XMIT_INDEX_CALLS = {"skb_get_queue_mapping"}
-_XMIT_TXQ_CALLS = {"skb_get_tx_queue"}
-_TXQ_LOOKUPS = {"netdev_get_tx_queue"}
-_MULTIQUEUE_CALLS = {"alloc_etherdev_mq", "alloc_etherdev_mqs", "alloc_netdev_mq", "alloc_netdev_mqs",
-                     "devm_alloc_etherdev_mqs", "netif_set_real_num_tx_queues"}
+SELF_CHECKING_STOPS = kfacts.names("queue", "self_checking_stops")
+_XMIT_INDEX_CALLS = kfacts.names("queue", "xmit_index_calls")
+_XMIT_TXQ_CALLS = kfacts.names("queue", "xmit_txq_calls")
+_TXQ_LOOKUPS = kfacts.names("queue", "txq_lookups")
+_MULTIQUEUE_CALLS = kfacts.names("queue", "multiqueue_calls")
 
 
 STOP_UNMATCHED = "queue-stop-unmatched"
@@ -95,6 +71,8 @@ class QueueKey:
 
 
 UNKNOWN = QueueKey("unknown")
+# `j++`, `j--`, `++j`, `j += n`, `j -= n`: a variable that walks over values.
+_STEPPED = re.compile(r"\b([A-Za-z_]\w*)\s*(?:\+\+|--|[-+*/]=)|(?:\+\+|--)\s*([A-Za-z_]\w*)")
 
 
 @dataclass(eq=False)
@@ -135,31 +113,20 @@ def same_queue(stop: QueueSite, wake: QueueSite, found: QueueSites) -> bool:
 def collect(model: FileModel) -> QueueSites:
     """Every stop/wake/start call inside a function of the file, with its queue key."""
     sites = []
-    ordered = sorted(model.functions.values(), key=lambda f: f.node.start_byte)
     readers: dict[str, KeyReader] = {}
-    for found in cparse.matches(cparse.rule_query("queue-ops"), model.tree.root_node):
-        call = found["call"][0]
-        spelling = model.text(found["op"][0])
-        function = _enclosing(ordered, call)
-        if function is None or spelling not in SPELLINGS:
-            continue
-        action, scope, named_by, position = SPELLINGS[spelling]
-        args = [a for a in call.child_by_field_name("arguments").named_children if a.type != "comment"]
-        reader = readers.setdefault(function.name, KeyReader(model, function))
-        key = _site_key(reader, named_by, args[position] if position < len(args) else None)
-        site = next((c for c in function.calls if c.start == call.start_byte), None)
-        if site is not None:
-            sites.append(QueueSite(action, scope, spelling, key, function, site))
+    for function in model.functions.values():
+        for call in function.calls:
+            if call.name not in SPELLINGS:
+                continue
+            action, scope, named_by, position = SPELLINGS[call.name]
+            args = [a for a in call.node.child_by_field_name("arguments").named_children if a.type != "comment"]
+            reader = readers.setdefault(function.name, KeyReader(model, function))
+            key = _site_key(reader, named_by, args[position] if position < len(args) else None)
+            sites.append(QueueSite(action, scope, call.name, key, function, call))
+    sites.sort(key=lambda site: site.call.start)
     multiqueue = any(s.key.kind not in ("const", "unknown") for s in sites if s.scope == "one") or any(
         c.name in _MULTIQUEUE_CALLS for f in model.functions.values() for c in f.calls)
     return QueueSites(sites, multiqueue)
-
-
-def _enclosing(ordered: list[Function], node: tree_sitter.Node) -> Function | None:
-    for function in ordered:
-        if function.node.start_byte <= node.start_byte and node.end_byte <= function.node.end_byte:
-            return function
-    return None
 
 
 def _site_key(reader: "KeyReader", named_by: str, arg: tree_sitter.Node | None) -> QueueKey:
@@ -222,12 +189,19 @@ class KeyReader:
         return UNKNOWN
 
     def _through_local(self, name: str, depth: int, read) -> QueueKey:
-        """Follow a local whose every assignment in the function gives the same key."""
+        """Follow a local whose every assignment in the function gives the same key. A local that
+        is also stepped (`j++`, `i += 2`: a loop counter) names every queue it goes through."""
         values = self.values.get(name)
-        if not values or depth >= 4:
+        if not values or depth >= 4 or name in self.stepped:
             return UNKNOWN
         keys = {read(value, depth + 1) for value in values}
         return keys.pop() if len(keys) == 1 else UNKNOWN
+
+    @cached_property
+    def stepped(self) -> set[str]:
+        """Locals the function increments, decrements or updates in place."""
+        text = self.model.text(self.function.body)
+        return {match.group(1) or match.group(2) for match in _STEPPED.finditer(text)}
 
     @cached_property
     def values(self) -> dict[str, list[tree_sitter.Node]]:

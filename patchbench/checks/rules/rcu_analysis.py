@@ -8,9 +8,10 @@ each use of a pointer local with the states reaching that use.
 Facts in a state (frozensets of tuples):
 - ("r", family, level, origin): a reader/RTNL family held (see rcu_primitives); `level` counts
   nesting; origin is "own" (taken here), "entry" (a caller or stated precondition), "context"
-  (the registration context: xmit's rcu_read_lock_bh(), NAPI's softirq), or
-  "assumed" (callers unknown: assumed held, unless this function takes that family itself);
-- ("lock", key, origin): a named spinlock/mutex held, key as `FileModel.canonical`;
+  (the registration context: xmit's rcu_read_lock_bh(), NAPI's softirq);
+- ("lock", key, origin): a named lock held, key as `locks.lock_key`;
+- ("unknown",): no way into the function is known (no caller, no registration anywhere): nothing
+  is assumed held, and what it needs is reported as a warning saying so;
 - ("t", var, primitive, root, status, call, words): pointer local `var` holds a value obtained
   inside a section this function opened (`root` is the local it was first read into, `call` the
   start byte of the primitive call it was assigned from, -1 for derived values, `words` the names
@@ -18,9 +19,11 @@ Facts in a state (frozensets of tuples):
   is released;
 - ("a", var): `var` holds the result of rcu_access_pointer().
 
-Entry of a function: its stated precondition plus what every way in provides: each in-file call
-site (the caller's state there), each known registration context (rcu_primitives.CONTEXTS), and,
-for non-static, address-taken or uncalled functions, the assumed universe of all families.
+Entry of a function: its stated precondition plus what every known way in provides: each in-file
+call site (the caller's state there), each registration context of the kernel facts table
+(kfacts.context_of), and, for a function others may call, its callers elsewhere in the tree
+(callindex). Ways of unknown state (a pointer stored where the table does not know the caller)
+constrain nothing; a function with only such ways gets ("unknown",).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from dataclasses import dataclass, field
 
 import tree_sitter
 
-from patchbench.checks import engine, flow
+from patchbench.checks import callindex, engine, flow, kfacts, locks
 from patchbench.checks.model import CallSite, FileModel, Function, squeeze
 from patchbench.checks.rules import rcu_functions as F
 from patchbench.checks.rules import rcu_primitives as P
@@ -65,7 +68,7 @@ def effective(state: frozenset, info: F.FunctionInfo, at: int) -> tuple[set, set
     """(families, lock keys) held in `state` at byte `at` of the function `info`."""
     families, locks = set(), set()
     for fact in state:
-        if info.holds(fact, at):
+        if fact[0] in ("r", "lock") and info.holds(fact, at):
             (families if fact[0] == "r" else locks).add(fact[1])
     return families, locks
 
@@ -79,7 +82,8 @@ def _release(state: frozenset, family: str) -> frozenset:
     held = [f for f in state if f[0] == "r" and f[1] == family]
     if not held:
         return state
-    return state - {max(held, key=lambda f: (f[2], f[3] == "own"))}
+    # the innermost level, own before inherited; ties broken by origin, never by set order
+    return state - {max(held, key=lambda f: (f[2], f[3] == "own", f[3]))}
 
 
 def update_side_held(state: frozenset, info: F.FunctionInfo, at: int, mutexes: frozenset) -> bool:
@@ -88,9 +92,9 @@ def update_side_held(state: frozenset, info: F.FunctionInfo, at: int, mutexes: f
     callees documented as needing a section (nftables' commit_mutex). A spinlock does not
     count: the seeds' consumer_lock has nothing to do with tun's lifetime."""
     for fact in state:
-        if fact[0] == "r" and fact[1] == "rtnl" and fact[3] != "assumed":
+        if fact[0] == "r" and fact[1] == "rtnl":
             return True
-        if fact[0] == "lock" and fact[2] != "assumed" and info.holds(fact, at) and \
+        if fact[0] == "lock" and info.holds(fact, at) and \
                 (fact[1] in mutexes or "mutex" in fact[1]):
             return True
     return False
@@ -116,8 +120,9 @@ class RcuTransfer(flow.Transfer):
             return state
         info = self.infos[call.function]
         section = P.SECTIONS.get(call.name)
-        if call.name == "guard(rcu)":
-            return _acquire(state, "rcu")
+        guard = locks.guard_call(call)
+        if guard is not None:
+            return self.guarded(state, call, info, *guard)
         if call.name in self.section_effects and call.name != call.function:
             section = ("rcu", self.section_effects[call.name])
         if section is not None:
@@ -127,13 +132,13 @@ class RcuTransfer(flow.Transfer):
             if delta < 0:
                 return self.released(_release(state, family))
             return state
-        lock = F.lock_op(call)
+        lock = F.lock_op(self.model, info.function, call)
         if lock is not None:
-            kind, op, suffix = lock
-            if op == "lock":
-                return self.lock(state, call, info, kind, suffix)
-            if op == "unlock":
-                return self.released(self.unlock(state, call, info, kind, suffix))
+            op, key = lock
+            if op.action in ("acquire", "try_fail"):
+                return self.lock(state, op, key)
+            if op.action == "release":
+                return self.released(self.unlock(state, op, key))
             return state
         if call.name in self.lock_effects and call.name != call.function:
             return state | {("lock", key, "own") for key in self.lock_effects[call.name]}
@@ -141,22 +146,49 @@ class RcuTransfer(flow.Transfer):
             return self.referenced(state, call)
         return state
 
-    def lock(self, state, call, info, kind, suffix):
-        state = state | {("lock", self.model.canonical(info.function, call.args[0]), "own")}
-        if kind != "mutex":
+    def lock(self, state: frozenset, op, key: str) -> frozenset:
+        state = state | {("lock", key, "own")}
+        if op.atomic:
             state = _acquire(state, "spin")
-        side = P.LOCK_SIDE_EFFECT.get(suffix)
-        return _acquire(state, side) if side else state
+        return _acquire(state, op.implies) if op.implies else state
 
-    def unlock(self, state, call, info, kind, suffix):
-        key = self.model.canonical(info.function, call.args[0])
+    def unlock(self, state: frozenset, op, key: str) -> frozenset:
         state = frozenset(f for f in state if not (f[0] == "lock" and f[1] == key))
-        if kind != "mutex":
+        if op.atomic:
             state = _release(state, "spin")
-        side = P.LOCK_SIDE_EFFECT.get(suffix)
-        return _release(state, side) if side else state
+        return _release(state, op.implies) if op.implies else state
+
+    def guarded(self, state: frozenset, call: CallSite, info: F.FunctionInfo, op, args, block) -> frozenset:
+        """cleanup.h: the guard's reader or lock, held until control leaves `block`."""
+        if op.is_reader or op.kind == "rtnl":
+            state = _acquire(state, op.kind)
+            if op.implies:
+                state = _acquire(state, op.implies)
+            return state | {("scope", block.start_byte, op)}
+        key = locks.lock_key(self.model, info.function, call, op, args)
+        if key is None:
+            return state
+        return self.lock(state, op, key) | {("scope", block.start_byte, op, key)}
+
+    def leave_block(self, state: frozenset, block) -> frozenset:
+        ending = [f for f in state if f[0] == "scope" and f[1] == block.start_byte]
+        if not ending:
+            return state
+        state = state - set(ending)
+        for fact in ending:
+            op = fact[2]
+            if len(fact) == 4:
+                state = self.unlock(state, op, fact[3])
+            else:
+                state = _release(state, op.kind)
+                if op.implies:
+                    state = _release(state, op.implies)
+        return self.released(state)
 
     def assume(self, state: frozenset, call: CallSite, truth: bool) -> frozenset:
+        if not truth and call.name in locks.SCOPED_GUARDS:   # scoped_cond_guard() failed
+            guard = locks.guard_call(call)
+            return self.leave_block(state, guard[2]) if guard else state
         if not truth:   # the value tested is NULL: nothing left to use after the section
             return frozenset(f for f in state if not (f[0] == "t" and f[5] == call.start))
         info = self.infos.get(call.function)
@@ -164,9 +196,9 @@ class RcuTransfer(flow.Transfer):
             return state
         if call.name == "rtnl_trylock":
             return _acquire(state, "rtnl")
-        lock = F.lock_op(call)
-        if lock is not None and lock[1] == "trylock":
-            return self.lock(state, call, info, lock[0], lock[2])
+        lock = F.lock_op(self.model, info.function, call)
+        if lock is not None and lock[0].action == "try":
+            return self.lock(state, *lock)
         return state
 
     def released(self, state: frozenset) -> frozenset:
@@ -208,7 +240,7 @@ class RcuTransfer(flow.Transfer):
                    and info.holds(f, value.start_byte)}
         # A caller's section (or an unknown one) makes the function's own a nested one; the
         # registration context's implicit reader does not: the driver declared its section.
-        from_outside = any(f[3] in ("entry", "assumed") and f[1] != "srcu" for f in readers)
+        from_outside = any(f[3] == "entry" and f[1] != "srcu" for f in readers)
         if not {f[1] for f in readers} & P.READ_SECTIONS or from_outside or \
                 target in info.referenced or \
                 update_side_held(state, info, value.start_byte, self.mutexes):
@@ -244,7 +276,7 @@ class RcuTransfer(flow.Transfer):
                 need = P.DEREFERENCES.get(callee)
                 if need is not None:
                     return ("rcu", callee, node) if need.tracked else None
-                if callee in ("container_of", "netdev_priv", "list_entry", "hlist_entry") and \
+                if callee in P.CONTAINER and \
                         node.child_by_field_name("arguments").named_child_count:
                     node = node.child_by_field_name("arguments").named_children[0]
                 else:
@@ -270,63 +302,106 @@ def value_call_start(value: tree_sitter.Node) -> int:
 
 # -- solving the entries -----------------------------------------------------------------------
 
-def _universe(known_locks: frozenset) -> frozenset:
-    families = P.ASSUMABLE | {"rtnl", "srcu"}
-    return F.entry_facts(families, "assumed") | {("lock", key, "assumed") for key in known_locks}
+UNKNOWN = ("unknown",)
+# A way in whose state is not known (a pointer stored where the table knows no caller): it
+# constrains nothing when another way is known. A caller whose own entry is unknown passes
+# UNKNOWN on with what it holds.
+UNKNOWN_WAY = frozenset({("unknown", "way")})
 
 
 def _inherited(state: frozenset, caller: F.FunctionInfo, at: int) -> frozenset:
     """What a caller's state at a call site gives its callee: held facts, as entry facts, each
-    family's levels renumbered from 1 (the caller's ineffective assumed levels are gone)."""
+    family's levels renumbered from 1; an unknown caller makes an unknown way in."""
     facts = set()
     levels: dict[str, list] = {}
     for fact in state:
         if not caller.holds(fact, at):
             continue
-        if fact[0] == "r":
+        if fact == UNKNOWN:
+            facts.add(UNKNOWN)
+        elif fact[0] == "r":
             levels.setdefault(fact[1], []).append(fact)
         else:
             facts.add(("lock", fact[1], _passed(fact[2])))
     for family, held in levels.items():
-        for level, fact in enumerate(sorted(held, key=lambda f: f[2]), 1):
+        for level, fact in enumerate(sorted(held, key=lambda f: (f[2], f[3])), 1):   # not in set order
             facts.add(("r", family, level, _passed(fact[3])))
     return frozenset(facts)
 
 
 def _passed(origin: str) -> str:
     """The origin a caller's fact has in its callee."""
-    return origin if origin in ("assumed", "context") else "entry"
+    return origin if origin == "context" else "entry"
 
 
 def _meet(contributions: list[frozenset]) -> frozenset:
-    """Facts every contribution provides (ignoring origin); "assumed" if any provides it so.
-    A named lock counts when some contribution holds it: a helper whose update-side condition
-    some callers meet is written for them (iwlwifi's mei handler reached without the mutex only
-    on a path that never gets to the dereference); readers and RTNL must hold on every way in."""
+    """Facts every contribution of known state provides (ignoring origin), ("unknown",) when
+    none is known. A named lock counts when some contribution holds it: a helper whose
+    update-side condition some callers meet is written for them (iwlwifi's mei handler reached
+    without the mutex only on a path that never gets to the dereference); readers and RTNL must
+    hold on every way in."""
+    # ways of known state decide; callers whose own entry is unknown (they carry UNKNOWN) only
+    # when no such way exists: what they hold at the call is known, what they got is not
+    known = [c for c in contributions if UNKNOWN not in c and c != UNKNOWN_WAY] or \
+        [c for c in contributions if c != UNKNOWN_WAY]
+    if not known:
+        return frozenset({UNKNOWN})
+
     def plain(fact):
-        return fact[:-1]
-    common = set.intersection(*({plain(f) for f in c} for c in contributions))
-    common |= {plain(f) for c in contributions for f in c if f[0] == "lock"}
-    assumed = {plain(f) for c in contributions for f in c if f[-1] == "assumed"}
+        return fact if fact == UNKNOWN else fact[:-1]
+    common = set.intersection(*({plain(f) for f in c} for c in known))
+    unknown = UNKNOWN in common
+    common.discard(UNKNOWN)
+    common |= {plain(f) for c in known for f in c if f[0] == "lock"}
     if not any(f[0] == "r" and f[1] in P.KEEPS_ALIVE for f in common) and \
-            all(any(f[0] == "r" and f[1] in P.KEEPS_ALIVE for f in c) for c in contributions):
+            all(any(f[0] == "r" and f[1] in P.KEEPS_ALIVE for f in c) for c in known):
         common.add(("r", "any", 1))
-    entry = {plain(f) for c in contributions for f in c if f[-1] == "entry"}
-    return frozenset(p + ("assumed" if p in assumed else "entry" if p in entry else "context",)
-                     for p in common)
+    entry = {plain(f) for c in known for f in c if f[-1] == "entry"}
+    return frozenset([p + ("entry" if p in entry else "context",) for p in common]
+                     + ([UNKNOWN] if unknown else []))
 
 
-def _ways_in(model: FileModel, function: Function) -> list[frozenset | None]:
-    """Entry contributions that do not depend on the walk: contexts, and None for unknown callers."""
-    ways: list[frozenset | None] = []
+def context_facts(context: kfacts.Context) -> frozenset:
+    """Entry facts of a registration context: its readers, RTNL, and the locks it names."""
+    facts = set(F.entry_facts(context.readers, "context"))
+    for lock in context.locks:
+        facts.add(("r", "rtnl", 1, "context") if lock == "rtnl" else ("lock", lock, "context"))
+    return frozenset(facts)
+
+
+def _way(way: callindex.Way) -> frozenset:
+    """A way in of the call index as entry facts. What the index reads of callers in other files
+    is lexical (no named locks, no conditional sections, no calls through pointers): what it finds
+    held is believed, what it misses is not evidence, so its ways carry UNKNOWN (a verdict that
+    depends on them alone is left to check, as a warning)."""
+    if way.known not in ("yes", "caller"):
+        return UNKNOWN_WAY
+    return F.entry_facts(way.families, "entry") | {UNKNOWN}
+
+
+def _ways_in(model: FileModel, function: Function) -> list[frozenset]:
+    """Entry contributions that do not depend on the walk: registration contexts, callers
+    elsewhere in the tree, and ("unknown",) for ways whose state is not known."""
+    ways: list[frozenset] = []
     header = model.text(function.node)[:80]
     kinds = set(model.registrations.get(function.name, set()))
     if header.startswith(("rx_handler_result_t", "static rx_handler_result_t")):
         kinds.add("rx_handler")
-    for kind in kinds:
-        ways.append(F.entry_facts(P.CONTEXTS[kind], "context") if kind in P.CONTEXTS else None)
-    if not function.is_static or (function.name in model.address_taken and not kinds):
-        ways.append(None)
+    for kind in sorted(kinds):
+        struct = model.ops_structs.get((function.name, kind), "")
+        context = kfacts.context_of(kind, struct)
+        first = kfacts.follows(kind, struct)
+        opener = model.functions.get(model.sibling(function.name, kind, first) or "") if first else None
+        if context is not None:
+            ways.append(context_facts(context))
+        elif opener is not None and F.section_effect(opener) > 0:
+            ways.append(F.entry_facts({"rcu"}, "context"))
+        else:
+            ways.append(UNKNOWN_WAY)
+    if not function.is_static or model.path.endswith(".h"):
+        ways.extend(_way(way) for way in callindex.entries(model.path, function.name))
+    elif function.name in model.address_taken and not kinds:
+        ways.append(UNKNOWN_WAY)
     return ways
 
 
@@ -356,14 +431,13 @@ def _analyse(model: FileModel) -> Analysis:
     for info in infos.values():
         info.relevant = info.relevant or any(c.name in helpers for c in info.function.calls)
     known_locks = frozenset(key for info in infos.values() for key in info.owned_locks)
-    universe = _universe(known_locks)
     wanted = sorted(model.with_callers(n for n, i in infos.items() if i.relevant))
-    mutexes = frozenset(model.canonical(info.function, call.args[0])
-                        for info in infos.values() for call in info.function.calls
-                        if call.name.startswith("mutex_lock") and call.args)
+    mutexes = frozenset(lock[1] for info in infos.values() for call in info.function.calls
+                        if (lock := F.lock_op(model, info.function, call)) and lock[0].sleeps)
     transfer = RcuTransfer(model, infos, mutexes)
     static_ways = {name: _ways_in(model, functions[name]) for name in wanted}
-    entries = {name: infos[name].precondition | universe for name in wanted}
+    # first walks from the ways in that do not depend on them; in-file callers join after
+    entries = {name: infos[name].precondition | _meet(static_ways[name]) for name in wanted}
     results: dict[str, flow.FlowResult] = {}
     walked: dict[str, tuple] = {}     # name -> (entry, referenced) its current result was walked from
     for _ in range(ROUNDS):
@@ -375,13 +449,13 @@ def _analyse(model: FileModel) -> Analysis:
                 walked[name] = key
         new_entries = {}
         for name in wanted:
-            contributions = [universe if way is None else way for way in static_ways[name]]
+            contributions = list(static_ways[name])
             for call in model.callers.get(name, []):
                 if call.function in results:
                     caller = infos[call.function]
                     contributions.extend(_inherited(state, caller, call.start)
                                          for state in results[call.function].states_at(call))
-            new_entries[name] = infos[name].precondition | _meet(contributions or [universe])
+            new_entries[name] = infos[name].precondition | _meet(contributions)
         if new_entries == entries and all(referenced[n] == infos[n].referenced for n in wanted):
             break
         entries = new_entries
@@ -441,7 +515,7 @@ def verdict(analysis: Analysis, site: Site, state: frozenset) -> str:
     need = site.need
     info = site.function
     families, locks = effective(state, info, site.call.start)
-    rtnl_known = any(f[:2] == ("r", "rtnl") and f[3] != "assumed" for f in state)
+    rtnl_known = any(f[:2] == ("r", "rtnl") for f in state)
     if need.update_side:
         if update_side_held(state, info, site.call.start, analysis.mutexes):
             return "ok"

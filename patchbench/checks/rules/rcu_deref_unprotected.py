@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from patchbench.checks import cparse, engine
+from patchbench.checks import callindex, cparse, engine
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel
 from patchbench.checks.rules import rcu_analysis as A
@@ -21,6 +21,8 @@ SEVERITY = "error"
 MESSAGE = "rcu_dereference*() used outside the read-side section, lock or RTNL it needs"
 
 _RANK = {"ok": 0, "weak": 1, "rtnl": 1, "missing": 2}
+_UNKNOWN_ENTRY = ("; what {function}() holds on entry is not established (no caller or registration "
+                  "with a known calling context, or only callers read from other files)")
 
 MENTIONS = A.MENTIONS
 
@@ -49,11 +51,18 @@ def check(model: FileModel) -> Iterable[Finding]:
             continue
         if not site.states:
             continue
-        worst = max((A.verdict(analysis, site, s) for s in site.states), key=_RANK.get)
+        verdicts = {s: A.verdict(analysis, site, s) for s in site.states}
+        worst = max(verdicts.values(), key=_RANK.get)
         if worst == "ok":
             continue
+        uncertain = all(A.UNKNOWN in s and site.function.holds(A.UNKNOWN, call.start)
+                        for s, v in verdicts.items() if v != "ok")
+        if uncertain and not callindex.reports_unknown():
+            continue   # what the unknown callers hold may be just what is needed (lint of a tree)
+        if worst == "missing" and uncertain:
+            worst = "unknown"
         yield engine.finding(module, model, call.node, name, _message(site, worst),
-                             "warning" if worst in ("weak", "rtnl") else None)
+                             "warning" if worst in ("weak", "rtnl", "unknown") else None)
 
 
 def _reader(state: frozenset, site: A.Site) -> bool:
@@ -64,7 +73,8 @@ def _reader(state: frozenset, site: A.Site) -> bool:
 def _message(site: A.Site, worst: str) -> str:
     call, need = site.call, site.need
     if call.name not in P.DEREFERENCES:
-        return f"{call.name}() needs an RCU read-side section and is called outside one"
+        said = f"{call.name}() needs an RCU read-side section and is called outside one"
+        return said + (_UNKNOWN_ENTRY.format(function=site.function.function.name) if worst == "unknown" else "")
     what = f"{call.name}()"
     if worst == "rtnl":
         return (f"{what} under RTNL without {need.section} (lockdep splat): RTNL is the "
@@ -72,5 +82,7 @@ def _message(site: A.Site, worst: str) -> str:
     if worst == "weak":
         return f"{what} without {need.section}: only another RCU flavour protects it (lockdep splat)"
     if need.condition_arg is not None and not need.strict:
-        return f"{what} without the lock its condition names ({site.call.args[need.condition_arg]})"
-    return f"{what} outside {need.section}"
+        said = f"{what} without the lock its condition names ({site.call.args[need.condition_arg]})"
+    else:
+        said = f"{what} outside {need.section}"
+    return said + (_UNKNOWN_ENTRY.format(function=site.function.function.name) if worst == "unknown" else "")

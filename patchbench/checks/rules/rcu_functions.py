@@ -13,7 +13,7 @@ import copy
 import re
 from dataclasses import dataclass, field
 
-from patchbench.checks import cparse
+from patchbench.checks import cparse, kfacts, locks
 from patchbench.checks.model import CallSite, FileModel, Function, squeeze
 from patchbench.checks.rules import rcu_primitives as P
 
@@ -26,14 +26,12 @@ _RCU_VALUE = re.compile(r"rcu_dereference|srcu_dereference|rcu_access_pointer|_r
 @dataclass
 class FunctionInfo:
     function: Function             # with the pseudo use sites added to its calls
-    owned: frozenset               # families it takes itself
     owned_locks: frozenset         # lock keys it takes itself
     taken_locks: frozenset         # lock keys it takes and never releases (a lock wrapper)
-    sections_from: int             # start byte of its first own reader section call (opener or closer)
-    opens: bool                    # that first call opens a section (no unbalanced unlock before it)
     precondition: frozenset        # entry facts it states itself
     requires_reader: bool          # stated RCU precondition: callers must provide a section
     relevant: bool                 # holds a site the rules judge
+    first_section: int             # start byte of its first own read-side section call (or its end)
     model: FileModel = field(repr=False, compare=False)
     # locals a reference was taken through inside a section on some path: not tracked on any
     # (`if (ops && try_module_get(ops->owner)) found = true;` then `if (found) ops->...`)
@@ -45,16 +43,10 @@ class FunctionInfo:
         return pointer_locals(self.model, self.function)
 
     def holds(self, fact: tuple, at: int) -> bool:
-        """Whether a held fact counts at byte `at`: an assumed one does not when the function
-        takes that family itself (its callers then hold none), except before the function's
-        first section when that opens one (a receive path nesting a section of its own)."""
-        if fact[0] == "r":
-            if fact[3] != "assumed" or fact[1] not in self.owned:
-                return True
-            return fact[1] in P.ASSUMABLE and self.opens and at < self.sections_from
-        if fact[0] == "lock":
-            return fact[2] != "assumed" or fact[1] not in self.owned_locks
-        return False
+        """Whether a fact counts as held at byte `at` of the function: readers and locks do, and
+        an unknown entry does until the function's own first section, which says what its
+        callers hold (a receive path nesting a section of its own later is still theirs)."""
+        return fact[0] in ("r", "lock") or (fact[0] == "unknown" and at < self.first_section)
 
 
 def entry_facts(families, origin: str) -> frozenset:
@@ -94,6 +86,41 @@ def _use_sites(model: FileModel, function: Function, candidates: frozenset) -> l
     return uses
 
 
+_ITERATOR_HEAD = re.compile(rb"([A-Za-z_]\w*_rcu)\s*\(")
+
+
+def _iterator_sites(model: FileModel, function: Function) -> list[CallSite]:
+    """Pseudo call sites for the RCU list iterators the pre-pass turned into loop heads
+    (`list_for_each_entry_rcu(pos, head, member) {` -> `while (pos, head, member) {`): a site on
+    the loop's condition, named by the macro, so that the walk judges the state at each test."""
+    if b"_rcu" not in model.source[function.body.start_byte:function.body.end_byte]:
+        return []
+    sites = []
+    pending = [function.body]
+    while pending:
+        node = pending.pop()
+        pending.extend(node.named_children)
+        if node.type != "while_statement":
+            continue
+        head = _ITERATOR_HEAD.match(model.source, node.start_byte)
+        name = head.group(1).decode() if head else ""
+        if name not in P.DEREFERENCES:
+            continue
+        condition = node.child_by_field_name("condition")
+        while condition is not None and condition.type == "parenthesized_expression" and \
+                condition.named_child_count == 1:
+            condition = condition.named_children[0]
+        if condition is None:
+            continue
+        items = [condition]
+        while items[-1].type == "comma_expression":
+            last = items.pop()
+            items.extend([last.child_by_field_name("left"), last.child_by_field_name("right")])
+        args = [squeeze(model.text(item)) for item in items]
+        sites.append(CallSite(name, args, condition, node.start_point[0] + 1, function.name))
+    return sorted(sites, key=lambda c: c.start)
+
+
 def _candidates(model: FileModel, function: Function) -> frozenset:
     """Pointer locals that may receive an RCU-protected value (directly or through another)."""
     text = model.text(function.body)
@@ -128,73 +155,88 @@ def _stated_precondition(model: FileModel, function: Function,
             reader = True
         elif name == "__must_hold":
             facts.add(("lock", model.canonical(function, argument), "entry"))
+    facts |= _dropped_and_retaken(function)
     for call in function.calls:
         if call.name in P.RCU_ASSERTS:
             reader = True
         elif call.name in P.RTNL_ASSERTS:
             facts.add(("r", "rtnl", 1, "entry"))
-        elif call.name in P.LOCK_ASSERTS and call.args:
-            facts.add(("lock", model.canonical(function, call.args[0]), "entry"))
+        elif call.name in P.LOCK_ASSERTS:
+            key = locks.lock_key(model, function, call, kfacts.lock_op(call.name))
+            if key is not None:
+                facts.add(("lock", key, "entry"))
     if reader:
         facts |= entry_facts(P.READERS - {"spin"}, "entry")
     texts = (function.comment or "", function.body_comment or "", above if "/*" in above else "")
-    if any(P.RTNL_COMMENT.search(text) for text in texts):
+    if any(_states(P.RTNL_COMMENT, text) for text in texts):
         facts.add(("r", "rtnl", 1, "entry"))
     return frozenset(facts), reader
 
 
-def lock_op(call: CallSite):
-    match = P.LOCK_CALL.match(call.name)
-    if not match or not call.args:
+def _dropped_and_retaken(function: Function) -> frozenset:
+    """Reader families (and RTNL) the function drops before it ever takes them, and takes again
+    as often as it drops them (rcu_read_unlock(); might_sleep(); rcu_read_lock();): its caller's
+    section, held on entry. Dropped more often than taken is a deleted rcu_read_lock(), not this."""
+    deltas: dict[str, list[int]] = {}
+    for call in function.calls:
+        section = P.SECTIONS.get(call.name)
+        if section is not None and section[0] in P.EXPLICIT_FAMILIES | {"rtnl"}:
+            deltas.setdefault(section[0], []).append(section[1])
+    return frozenset(("r", family, 1, "entry") for family, seen in deltas.items()
+                     if seen[0] < 0 and seen.count(1) >= seen.count(-1))
+
+
+_NEGATED = re.compile(r"\b(not|never|without|no longer)\b|n't\b", re.I)
+
+
+def _states(pattern: re.Pattern, text: str) -> bool:
+    """The comment says what pattern matches, not its negation ("does not hold RTNL")."""
+    return any(not _NEGATED.search(text[max(0, m.start() - 25):m.start()]) for m in pattern.finditer(text))
+
+
+def lock_op(model: FileModel, function: Function, call: CallSite) -> tuple[kfacts.LockOp, str] | None:
+    """The named lock (not a reader, not RTNL) the call takes, tries or drops, and its key."""
+    op = kfacts.lock_op(call.name)
+    if op is None or op.is_reader or op.kind == "rtnl" or op.action == "assert":
         return None
-    return match.group("kind"), match.group("op"), match.group("suffix") or ""
+    key = locks.lock_key(model, function, call, op)
+    return (op, key) if key is not None else None
 
 
 def function_info(model: FileModel, function: Function, helpers: set[str],
                    lines: list[bytes]) -> FunctionInfo:
-    owned: set = set()
     owned_locks: set = set()
     released: set = set()
-    relevant = opens = False
-    reader_calls: list[tuple[int, str, int]] = []
-    seen: set[str] = set()
-    sections_from = function.node.end_byte
+    relevant = False
     for call in function.calls:
-        section = P.SECTIONS.get(call.name)
-        if call.name in P.EXPLICIT_SECTIONS or call.name == "guard(rcu)":
-            family, delta = P.SECTIONS.get(call.name, ("rcu", 1))
-            reader_calls.append((call.start, family, delta))
-        elif section and section[0] in ("rtnl", "srcu") and section[0] not in seen:
-            seen.add(section[0])
-            if section[1] >= 0:   # first dropped (rtnl_unlock(); request_module(); rtnl_lock();)
-                owned.add(section[0])   # is the caller's lock: not owned
-        lock = lock_op(call)
+        lock = lock_op(model, function, call)
         if lock:
-            (released if lock[1] == "unlock" else owned_locks).add(model.canonical(function, call.args[0]))
+            (released if lock[0].action == "release" else owned_locks).add(lock[1])
         if need_of(call, helpers) is not None or call.name == P.ACCESS:
             relevant = True
-    for family in {family for _, family, _ in reader_calls}:
-        calls = sorted(c for c in reader_calls if c[1] == family)
-        opened = sum(delta > 0 for _, _, delta in calls)
-        # First dropped, then retaken as often (rcu_read_unlock(); mutex_lock(); ...; rcu_read_lock();):
-        # the caller's section, not this function's. Fewer retakes: a deleted rcu_read_lock().
-        if calls[0][2] < 0 and opened >= len(calls) - opened:
-            continue
-        owned |= P.OWNS[family]
-        if calls[0][0] < sections_from:
-            sections_from, opens = calls[0][0], calls[0][2] > 0
     candidates = _candidates(model, function)
+    iterators = _iterator_sites(model, function)
+    relevant = relevant or bool(iterators)
     augmented = function
-    if candidates:
+    if candidates or iterators:
         augmented = copy.copy(function)
-        augmented.calls = function.calls + _use_sites(model, function, candidates)
+        augmented.calls = function.calls + iterators + \
+            (_use_sites(model, function, candidates) if candidates else [])
         augmented.calls.sort(key=lambda c: (c.end, -c.start))
         augmented._index()
         relevant = True
     precondition, requires_reader = _stated_precondition(model, function, lines)
-    return FunctionInfo(augmented, frozenset(owned), frozenset(owned_locks),
-                        frozenset(owned_locks - released), sections_from, opens,
-                        precondition, requires_reader, relevant, model)
+    first_section = min((c.start for c in function.calls if _opens_or_closes(c)), default=function.node.end_byte)
+    return FunctionInfo(augmented, frozenset(owned_locks), frozenset(owned_locks - released),
+                        precondition, requires_reader, relevant, first_section, model)
+
+
+def _opens_or_closes(call: CallSite) -> bool:
+    """An explicit read-side section call: rcu_read_lock*(), rcu_read_unlock*(), guard(rcu)()."""
+    if P.SECTIONS.get(call.name, ("", 0))[0] in P.EXPLICIT_FAMILIES:
+        return True
+    guard = locks.guard_call(call)
+    return guard is not None and guard[0].kind in P.EXPLICIT_FAMILIES
 
 
 def need_of(call: CallSite, helpers: set[str]) -> P.Need | None:

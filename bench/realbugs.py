@@ -1,0 +1,98 @@
+"""The real-bug benchmark: recall on genuine upstream fixes re-introduced on Debian's 6.1 and 7.2 trees.
+
+For every case of fixtures/realbugs/cases.toml (see docs/realbugs.md) a two-patch series is made
+from the Debian tree (patch 1: the fix undone, patch 2: the fix again) and checked with
+`patchbench check --format json` in its own process, with a fresh facts cache. Prints recall per rule
+family and per kernel (in scope: upstream fixes; the mission's and the seeds' own examples apart),
+every finding on a fix, and each miss with its recorded reason or, for an unmarked miss, what
+patch 1 did get. Run from the project root: `nice python bench/realbugs.py [--kernel 6.1] [CASE...]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support import realbugs  # noqa: E402
+from tests.support.kernel import kernel_repo  # noqa: E402
+
+
+def _rate(outcomes: list[realbugs.Outcome]) -> str:
+    caught, total = realbugs.recall(outcomes)
+    return f"{caught}/{total} = {caught / total:.0%}" if total else "-"
+
+
+def _why(outcome: realbugs.Outcome) -> str:
+    if outcome.error:
+        return f"error: {outcome.error}"
+    got = ", ".join(sorted({f"{f['rule']} in {f['function']}" for f in outcome.patch1})) or "no finding"
+    parts = []
+    if not outcome.caught:
+        parts.append(outcome.case.xfail or f"UNMARKED miss (patch 1: {got})")
+    if outcome.on_fix:
+        parts.append("finding on the fix")
+    return "; ".join(parts)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernel", choices=("6.1", "7.2"), help="only the cases on this tree")
+    parser.add_argument("--json", type=Path, help="also write every outcome to this file")
+    parser.add_argument("cases", nargs="*", help="case ids (default: all)")
+    args = parser.parse_args()
+    cases = [c for c in realbugs.load_cases()
+             if (not args.kernel or c.kernel == args.kernel) and (not args.cases or c.id in args.cases)]
+    trees = {version: kernel_repo(version) for version in sorted({c.kernel for c in cases})}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="realbugs-") as tmp:
+        bench = realbugs.Bench(Path(tmp), trees)
+        outcomes = []
+        for case in cases:
+            outcome = bench.outcome(case)
+            outcomes.append(outcome)
+            mark = "caught" if outcome.caught and outcome.clean_fix else "MISSED"
+            print(f"  {mark:6}  {case.kernel}  {case.family:8}  {case.id}", flush=True)
+    seconds = time.monotonic() - started
+
+    upstream = [o for o in outcomes if o.case.origin == "upstream"]
+    print(f"\n{len(outcomes)} cases ({len(upstream)} upstream fixes) in {seconds:.0f} s\n")
+    print("in scope (upstream fixes): recall per family and kernel")
+    by = collections.defaultdict(list)
+    for o in upstream:
+        by[(o.case.family, o.case.kernel)].append(o)
+        by[(o.case.family, "all")].append(o)
+        by[("all", o.case.kernel)].append(o)
+    for family in (*realbugs.ORDER, "all"):
+        row = "  ".join(f"{kernel}: {_rate(by[(family, kernel)]):>12}" for kernel in ("6.1", "7.2"))
+        total = _rate(by[(family, "all")]) if family != "all" else _rate(upstream)
+        print(f"  {family:9} {row}  both: {total}")
+    for origin in ("mission", "seed"):
+        own = [o for o in outcomes if o.case.origin == origin]
+        if own:
+            print(f"  {origin} examples: {_rate(own)}")
+    on_fix = [o for o in outcomes if o.on_fix]
+    print(f"\nfindings on the fixes: {sum(len(o.on_fix) for o in on_fix)} in {len(on_fix)} case(s)")
+    for o in on_fix:
+        for f in o.on_fix:
+            print(f"  {o.case.id}: {f['rule']} {f['file']}:{f['line']} {f['function']}: {f['message']}")
+    if args.json:
+        args.json.write_text(json.dumps([{"id": o.case.id, "kernel": o.case.kernel, "family": o.case.family,
+                                          "origin": o.case.origin, "caught": o.caught, "patch1": o.patch1,
+                                          "on_fix": o.on_fix, "error": o.error} for o in outcomes], indent=1))
+    misses = [o for o in outcomes if not (o.caught and o.clean_fix)]
+    print(f"\nmisses: {len(misses)}")
+    for o in misses:
+        print(f"  {o.case.kernel} {o.case.id} [{o.case.rule}]: {_why(o)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

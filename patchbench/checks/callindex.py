@@ -1,0 +1,641 @@
+"""The call index: who calls each function across the whole tree, and what is held at each call.
+
+Built once per base from a lexical scan of every C file and header (no parse: a whole tree in
+about a minute on two cores), each file's scan cached by its git blob id, the merged index by the
+digest of all of them. Kernel style makes the scan reliable enough: a definition's `{` and `}`
+sit in column 0; inside a body, `name(` is a call; the readers and RTNL held at a call are those
+taken before it and not released before it (a release followed by return/goto/break in the same
+block is an early exit that leaves the main path holding them).
+
+    index = callindex.build(root)            # or from_git(repo, commit); cached
+    with callindex.active(index): ...        # the RCU analysis asks callindex.entries(path, name)
+
+`entries(path, name)` gives the RCU analysis one entry contribution per way into a function that
+files other than `path` provide: each call site (the readers and RTNL held there, plus what its
+caller is known to hold on entry, two callers deep) and each registration (its calling context from
+the kernel facts table). No way at all gives [UNKNOWN_WAY].
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sqlite3
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from patchbench.checks import kfacts
+from patchbench.tree.git import BlobReader, Git
+
+UNKNOWN_WAY = frozenset({("unknown", "way")})
+UNKNOWN = ("unknown",)
+SUFFIXES = (".c", ".h")
+# Userspace, documentation and build tooling: nothing there calls the kernel's functions.
+SKIPPED_DIRS = ("tools/", "Documentation/", "scripts/", "samples/", "usr/", "LICENSES/")
+DEPTH = 2    # callers of callers consulted for a caller's own entry
+# Bump when scan() changes what it records: every stored scan and index is then rebuilt.
+SCAN_VERSION = 2
+FANOUT = 32  # files consulted for a caller's own entry (the first, by path): a meet needs few
+
+FAMILIES = ("rcu", "rcu_bh", "rcu_sched", "srcu", "bh", "preempt", "irq", "spin", "rtnl")
+_BIT = {family: 1 << i for i, family in enumerate(FAMILIES)}
+_BITS = tuple(_BIT.values())
+_GUARDS = frozenset({b"guard", b"scoped_guard"})
+
+_COMMENT_OR_STRING = re.compile(rb'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"', re.S)
+_BODY_OPEN = re.compile(rb"\n\{")
+_BODY_CLOSE = re.compile(rb"\n\}")
+_CALL = re.compile(rb"\b([A-Za-z_]\w*)\s*\(")
+_NOT_NAMES = frozenset(b"""if for while switch return sizeof typeof __typeof__ __typeof defined do case
+    __attribute__ __attribute __printf __must_hold __acquires __releases __section __aligned
+    __diag_ignore __scanf __alloc_size __assume_aligned __counted_by __cond_acquires
+    __cond_releases __no_context_analysis __guarded_by __pt_guarded_by""".split())
+_INITIALISER = re.compile(rb"\bstruct[ \t]+(\w+)[ \t]+\w+(?:\[\w*\])?[ \t]*=[ \t]*\{")
+_FIELD_INIT = re.compile(rb"\.\s*(\w+)\s*=\s*&?\s*([A-Za-z_]\w*)\s*[,}\n]")
+_FIELD_SET = re.compile(rb"(?:->|\.)\s*(\w+)\s*=\s*&?\s*([A-Za-z_]\w*)\s*;")
+_STATIC = re.compile(rb"\bstatic\b")
+_MUST_HOLD_RCU = re.compile(rb"__must_hold\s*\(\s*RCU\s*\)|__releases\s*\(\s*RCU\s*\)")
+
+
+# -- the scan of one file ----------------------------------------------------------------------
+
+@lru_cache(maxsize=1)
+def _ops() -> tuple[dict[bytes, tuple[int, int, bool]], dict[bytes, int], frozenset, dict[bytes, str]]:
+    """(spelling -> (bits, +1/-1, is a try), assert spelling -> bits stated, registration
+    spellings, guard class -> the spelling it means), from the kernel facts table."""
+    ops = {}
+    for name, op in kfacts.lock_ops().items():
+        bits = 0
+        if op.kind in _BIT and (op.is_reader or op.kind == "rtnl"):
+            bits |= _BIT[op.kind]
+        if op.atomic:
+            bits |= _BIT["spin"]
+        if op.implies:
+            bits |= _BIT[op.implies]
+        if bits and op.action in ("acquire", "try", "try_fail", "release"):
+            ops[name.encode()] = (bits, -1 if op.action == "release" else 1, op.action == "try")
+    asserts = {name.encode(): _BIT["rcu"] for name in kfacts.names("rcu", "asserts", "reader")}
+    asserts.update({name.encode(): _BIT["rtnl"] for name in kfacts.names("rcu", "asserts", "rtnl")})
+    asserts.update({name.encode(): _BIT["rtnl"] for name, op in kfacts.lock_ops().items()
+                    if op.action == "assert" and op.kind == "rtnl"})
+    registrations = frozenset(name.encode() for name in kfacts.registration_calls())
+    guards = {cls.encode(): spelling for cls, spelling in kfacts.table()["guard"].items()}
+    return ops, asserts, registrations, guards
+
+
+def scan(source: bytes) -> dict:
+    """{"defs": {name: [global, stated bits]}, "calls": {caller: [[callee, bits], ...]},
+    "regs": [[function, kind, struct], ...]} of one file's text."""
+    ops, asserts, registration_calls, guards = _ops()
+    text = _COMMENT_OR_STRING.sub(b" ", source)
+    defs: dict[str, list] = {}
+    calls: dict[str, list] = {}
+    regs: list[list] = []
+    position = 0
+    bodies = []
+    for opening in _BODY_OPEN.finditer(text):
+        start = opening.start() + 1
+        if start < position:
+            continue
+        closing = _BODY_CLOSE.search(text, start)
+        if closing is None:
+            break
+        position = closing.end()
+        name, is_static, stated = _header(text, start)
+        if name is None:
+            continue
+        bodies.append((name, start, position))
+        defs[name] = [not is_static, stated]
+    for name, start, end in bodies:
+        body = text[start:end]
+        held = [0] * len(_BITS)
+        mask = 0
+        at = 0   # where the last lock operation was found: positions only matter for those
+        sites: set[tuple[bytes, int]] = set()
+        taken: list[list[str]] = []   # [spelling, argument text] of each lock call
+        for word in _CALL.findall(body):   # names only: a match object per call costs 10x
+            if word in _lock_spellings():
+                at = body.find(word, at) + len(word)
+                arguments = _arguments(body, body.find(b"(", at) + 1)
+                taken.append([word.decode(), arguments[0].decode("latin-1") if arguments else ""])
+            op = ops.get(word)
+            if op is None and word in _GUARDS:
+                at = body.find(word, at)
+                cls = re.match(rb"\s*\(\s*(\w+)", body[at + len(word):at + len(word) + 40])
+                spelling = guards.get(cls.group(1)) if cls else None
+                op = ops.get(spelling.encode()) if spelling else None
+                at += len(word)
+            if op is not None:
+                bits, delta, _ = op
+                if delta < 0 and _early_exit(body, at):
+                    continue
+                mask = 0
+                for i, bit in enumerate(_BITS):
+                    if bits & bit:
+                        held[i] = max(0, held[i] + delta)
+                    if held[i]:
+                        mask |= bit
+                continue
+            sites.add((word, mask))
+        for word, _ in sites:
+            if word in asserts:
+                defs[name][1] |= asserts[word]
+            elif word in registration_calls:
+                regs.extend(_registered(word, body))
+        calls[name] = sorted([callee.decode("latin-1"), bits] for callee, bits in sites if callee not in _NOT_NAMES)
+        effect = _net_effect(taken)
+        if effect:   # a lock wrapper: what it leaves taken or released, and its parameters
+            defs[name].append([_params(text, start), effect])
+    if b"=" not in text or not _FIELD_INIT.search(text):
+        starts, structs = [], []
+    else:
+        initialisers = list(_INITIALISER.finditer(text))
+        starts = [m.start() for m in initialisers]
+        structs = [m.group(1).decode("latin-1") for m in initialisers]
+    for match in _FIELD_INIT.finditer(text):
+        at = _last_before(starts, match.start())
+        regs.append([match.group(2).decode("latin-1"), match.group(1).decode("latin-1"),
+                     structs[at] if at >= 0 else ""])
+    fields = kfacts.registration_fields()
+    for match in _FIELD_SET.finditer(text):
+        kind = fields.get(match.group(1).decode("latin-1"))
+        if kind:
+            regs.append([match.group(2).decode("latin-1"), kind, ""])
+    return {"defs": defs, "calls": calls, "regs": regs}
+
+
+@lru_cache(maxsize=1)
+def _lock_spellings() -> frozenset[bytes]:
+    return frozenset(name.encode() for name, op in kfacts.lock_ops().items()
+                     if op.action in ("acquire", "release", "try_fail"))
+
+
+def _net_effect(taken: list[list[str]]) -> list[list[str]]:
+    """The lock calls of a body whose lock (spelling family and argument text) is not balanced
+    in it: what a wrapper (foo_chan_lock() around mutex_lock()) does to its caller."""
+    balance: dict[tuple[str, str], int] = {}
+    first: dict[tuple[str, str], list[str]] = {}
+    for spelling, argument in taken:
+        op = kfacts.lock_op(spelling)
+        lock = (op.kind, "".join(argument.split()))
+        balance[lock] = balance.get(lock, 0) + (-1 if op.action == "release" else 1)
+        first.setdefault(lock, [spelling, lock[1]])
+        if op.action == "release":
+            first[lock] = [spelling, lock[1]] if balance[lock] < 0 else first[lock]
+    return [first[lock] for lock, count in balance.items() if count]
+
+
+_PARAM = re.compile(rb"([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*$")
+
+
+def _params(text: bytes, brace: int) -> list[str]:
+    """Parameter names of the function whose body opens at brace."""
+    header = text[max(0, brace - 400):brace]
+    close = header.rfind(b")")
+    depth, i = 0, close
+    while i >= 0:
+        depth += header[i:i + 1] == b")"
+        depth -= header[i:i + 1] == b"("
+        if depth == 0:
+            break
+        i -= 1
+    names = []
+    for part in header[i + 1:close].split(b","):
+        match = _PARAM.search(part.strip())
+        names.append(match.group(1).decode("latin-1") if match and part.strip() != b"void" else "")
+    return names
+
+
+def _last_before(starts: list[int], at: int) -> int:
+    lo, hi = 0, len(starts)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if starts[mid] < at:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - 1
+
+
+def _header(text: bytes, brace: int) -> tuple[str | None, bool, int]:
+    """(name, static, stated bits) of the function whose body opens at `brace`, or (None, ...)
+    when the block is no function (a struct or array initialiser)."""
+    window = text[max(0, brace - 400):brace]
+    cut = max(window.rfind(b";\n"), window.rfind(b"}\n"), window.rfind(b"\n\n"), window.rfind(b"\n#"))
+    header = window[cut + 2:] if cut >= 0 else window
+    if header[:1] == b"#" or b"\n#" in header:   # ends in a preprocessor line: the header follows it
+        header = header[header.rfind(b"\n", 0, header.rfind(b"\n#") + 2 if b"\n#" in header else 1) + 1:]
+    if b"(" not in header or b"=" in header.split(b"(", 1)[0]:
+        return None, False, 0
+    for match in _CALL.finditer(header):
+        word = match.group(1)
+        if word not in _NOT_NAMES and not word.isupper():
+            stated = _BIT["rcu"] if _MUST_HOLD_RCU.search(header) else 0
+            return word.decode("latin-1"), bool(_STATIC.search(header[:match.start()])), stated
+    return None, False, 0
+
+
+_EXIT = re.compile(rb"\b(return|goto|break|continue)\b")
+
+
+def _early_exit(body: bytes, at: int) -> bool:
+    """A release followed, before its block closes, by return/goto/break: an early exit."""
+    end = body.find(b"}", at)
+    if end < 0:
+        return False
+    tail = body[at:end]
+    return b"{" not in tail and _EXIT.search(tail) is not None
+
+
+def _registered(word: bytes, body: bytes) -> list[list]:
+    """The functions a registration call in body hands to the kernel: [[name, kind, ""], ...]."""
+    index, kind = kfacts.registration_calls()[word.decode()]
+    found = []
+    for call in re.finditer(rb"\b" + word + rb"\s*\(", body):
+        args = _arguments(body, call.end())
+        if index < len(args):
+            name = args[index].lstrip(b"&").strip()
+            if re.fullmatch(rb"[A-Za-z_]\w*", name):
+                found.append([name.decode("latin-1"), kind, ""])
+    return found
+
+
+def _arguments(body: bytes, open_at: int) -> list[bytes]:
+    """The top-level argument texts of the call whose `(` ends just before open_at."""
+    depth, start, args = 1, open_at, []
+    for i in range(open_at, len(body)):
+        c = body[i]
+        if c in b"([{":
+            depth += 1
+        elif c in b")]}":
+            depth -= 1
+        if (c == 0x2C and depth == 1) or depth == 0:
+            args.append(body[start:i].strip())
+            start = i + 1
+            if depth == 0:
+                break
+    return args
+
+
+# -- the merged index --------------------------------------------------------------------------
+
+@dataclass
+class Way:
+    """One way into a function: the reader families (and "rtnl") held there, and whether what
+    holds is only partly known ("caller": the caller's own entry is unknown) or not at all
+    ("unknown": a registration whose context the facts table does not know)."""
+    families: frozenset
+    known: str = "yes"       # yes | caller | unknown
+
+
+@dataclass
+class CallIndex:
+    """The merged index of one tree, an SQLite file asked per name (nothing loaded up front):
+    which files define and call each name, registrations, header lock wrappers. What each call
+    holds is read from the calling file's scan (stored by blob id) when a way in is asked for."""
+    digest: str                                           # of every (path, blob id)
+    directory: Path                                       # where the scans and the database are
+    _entries: dict = field(default_factory=dict, repr=False)
+    _scans: dict = field(default_factory=dict, repr=False)
+    _connection: tuple = field(default=(), repr=False)    # (pid, sqlite3.Connection)
+
+    def _query(self, sql: str, *args) -> list[tuple]:
+        if not self._connection or self._connection[0] != os.getpid():   # not across a fork
+            database = f"file:{self.directory / (self.digest + '.sqlite')}?mode=ro"
+            self._connection = (os.getpid(), sqlite3.connect(database, uri=True, check_same_thread=False))
+        return self._connection[1].execute(sql, args).fetchall()
+
+    def defs(self, name: str) -> list[tuple[int, bool, int]]:
+        """(file, global, stated bits) of each definition of `name`."""
+        return [(f, bool(g), s) for f, g, s in
+                self._query("SELECT file, global, stated FROM defs WHERE name = ? ORDER BY file", name)]
+
+    def callers(self, name: str) -> list[int]:
+        return [f for (f,) in self._query("SELECT file FROM callers WHERE name = ? ORDER BY file", name)]
+
+    def regs(self, name: str) -> list[tuple[int, str, str]]:
+        return self._query("SELECT file, kind, struct FROM regs WHERE name = ? ORDER BY file, kind, struct", name)
+
+    def wrapper_of(self, name: str) -> list | None:
+        found = self._query("SELECT effect FROM wrappers WHERE name = ?", name)
+        return json.loads(found[0][0]) if found else None
+
+    def blob(self, number: int) -> str:
+        found = self._query("SELECT blob FROM files WHERE number = ?", number)
+        return found[0][0] if found else ""
+
+    def scan_of(self, number: int) -> dict:
+        if number not in self._scans:
+            if len(self._scans) > 512:
+                self._scans.clear()
+            self._scans[number] = _load_scan(self.directory, self.blob(number)) or \
+                {"defs": {}, "calls": {}, "regs": []}
+        return self._scans[number]
+
+    def sites(self, name: str, number: int) -> list[tuple[str, int]]:
+        """(caller, bits) of each call of `name` in file `number`."""
+        return [(caller, bits) for caller, called in sorted(self.scan_of(number)["calls"].items())
+                for callee, bits in called if callee == name]
+
+    def number(self, path: str) -> int:
+        found = self._query("SELECT number FROM files WHERE path = ?", path)
+        return found[0][0] if found else -1
+
+    def is_local(self, name: str, number: int) -> bool:
+        """`name` is a static function of file `number` (a .c file): its calls there are its own."""
+        return any(f == number and not is_global for f, is_global, _ in self.defs(name))
+
+    def ways(self, path: str, name: str, depth: int = 0) -> list[Way]:
+        """The ways into the global function `name` from files other than `path`."""
+        here = self.number(path)
+        ways = [self.registered(kind, struct) for number, kind, struct in self.regs(name)
+                if number != here]
+        numbers = [n for n in self.callers(name) if n != here and not self.is_local(name, n)]
+        if depth and len(numbers) > FANOUT:   # a caller's own callers: enough of them to meet
+            numbers = numbers[:FANOUT]
+        for number in numbers:
+            for caller, bits in self.sites(name, number):
+                held, known = self.entry(number, caller, depth + 1)
+                ways.append(Way(_families(bits) | held, known))
+        return ways
+
+    @staticmethod
+    def registered(kind: str, struct: str) -> Way:
+        context = kfacts.context_of(kind, struct)
+        return Way(_context_families(context)) if context else Way(frozenset(), "unknown")
+
+    def entry(self, number: int, name: str, depth: int) -> tuple[frozenset, str]:
+        """(families, known) held on entry to `name` of file `number`, from what it states and
+        its ways in (DEPTH files away; further, or with no way in, it is unknown: "caller")."""
+        key = (number, name)
+        if key in self._entries:
+            return self._entries[key]
+        self._entries[key] = (frozenset(), "caller")   # a cycle adds nothing
+        found = [(is_global, stated) for n, is_global, stated in self.defs(name) if n == number]
+        is_global, stated = found[0] if found else (True, 0)
+        ways: list[Way] = []
+        if depth < DEPTH and is_global:
+            ways = self.ways("", name, depth)
+        elif depth < DEPTH:   # a static function: only its own file reaches it
+            ways = [self.registered(kind, struct) for n, kind, struct in self.regs(name) if n == number]
+            for caller, bits in self.sites(name, number):
+                held, known = self.entry(number, caller, depth)   # within a file: no hop counted
+                ways.append(Way(_families(bits) | held, known))
+        known_ways = [w for w in ways if w.known != "unknown"]
+        if known_ways:
+            held = frozenset.intersection(*(w.families for w in known_ways))
+            known = "yes" if all(w.known == "yes" for w in known_ways) else "caller"
+        else:
+            held, known = frozenset(), "caller"
+        result = (held | _families(stated), "yes" if stated else known)
+        self._entries[key] = result
+        return result
+
+
+def _families(bits: int) -> frozenset:
+    return frozenset(family for family, bit in _BIT.items() if bits & bit)
+
+
+def _context_families(context: kfacts.Context) -> frozenset:
+    return context.readers | (frozenset({"rtnl"}) if "rtnl" in context.locks else frozenset())
+
+
+# -- the index in use --------------------------------------------------------------------------
+
+_ACTIVE: list[tuple[CallIndex, Path | None, bool]] = []
+
+
+@contextlib.contextmanager
+def active(index: CallIndex | None, root: Path | None = None, series: bool = False) -> Iterator[None]:
+    """Within the block (and in processes forked inside it) entries() reads `index`; the paths
+    of the files checked are relative to `root` (None: already relative to the tree). `series`:
+    the findings are compared with the parent's (patchbench check), so a dereference in a
+    function of unknown entry is reported, as only new ones will be shown."""
+    if index is None:
+        yield
+        return
+    _ACTIVE.append((index, root, series))
+    try:
+        yield
+    finally:
+        _ACTIVE.pop()
+
+
+def current_digest() -> str:
+    """The digest of the index in use ("" for none) and its mode: part of every facts cache key."""
+    if not _ACTIVE:
+        return ""
+    return _ACTIVE[-1][0].digest + (":series" if _ACTIVE[-1][2] else "")
+
+
+def reports_unknown() -> bool:
+    """Whether what a function of unknown entry needs is reported: by `check` (only new findings
+    are shown: a new dereference there) and where no index is known; not by `lint` of a tree,
+    whose existing code the index could not place."""
+    return not _ACTIVE or _ACTIVE[-1][2]
+
+
+def wrapper(name: str) -> tuple[list[str], list[list[str]]] | None:
+    """(parameter names, [[lock spelling, argument text], ...]) of a header function that leaves
+    those locks taken (or released) in its caller (a subsystem's foo_chan_lock()), or None."""
+    if not _ACTIVE:
+        return None
+    found = _ACTIVE[-1][0].wrapper_of(name)
+    return (found[0], found[1]) if found else None
+
+
+def entries(path: str, name: str) -> list[Way]:
+    """The ways into the global function `name` defined in `path`, from the rest of the tree;
+    [Way(unknown)] when there is none, or no index is in use."""
+    if not _ACTIVE:
+        return [Way(frozenset(), "unknown")]
+    index, root, _ = _ACTIVE[-1]
+    if root is not None:
+        path = os.path.relpath(os.path.abspath(path), root)
+    return index.ways(path, name) or [Way(frozenset(), "none")]
+
+
+# -- building and caching ----------------------------------------------------------------------
+
+def fingerprint() -> str:
+    """Of the scan (SCAN_VERSION) and the parts of the facts table a scan reads (locks, guards, registration
+    calls and fields, asserts): a changed scan never reads stale entries, while a new calling
+    context (applied when a way in is asked for) keeps them."""
+    digest = hashlib.sha1(f"scan {SCAN_VERSION}".encode())
+    table = kfacts.table()
+    read = {"lock": table["lock"], "guard": table["guard"], "registration": table["registration"],
+            "asserts": table["rcu"]["asserts"]}
+    digest.update(json.dumps(read, sort_keys=True).encode())
+    return digest.hexdigest()[:16]
+
+
+def cache_dir() -> Path:
+    """$PATCHBENCH_INDEX_CACHE, default ~/.cache/patchbench/callindex: apart from the facts
+    cache ($PATCHBENCH_CACHE), which runs often point at a fresh directory, since an index of
+    blob ids never goes stale and costs a minute to build."""
+    root = os.environ.get("PATCHBENCH_INDEX_CACHE") or Path.home() / ".cache" / "patchbench" / "callindex"
+    return Path(root) / fingerprint()
+
+
+def indexed(path: str) -> bool:
+    return path.endswith(SUFFIXES) and not path.startswith(SKIPPED_DIRS)
+
+
+def tree_root(paths: Iterable[str]) -> Path | None:
+    """The kernel tree holding the first of paths (the directory with Kbuild and MAINTAINERS)."""
+    for name in paths:
+        current = Path(name).resolve()
+        for directory in (current, *current.parents):
+            if (directory / "Kbuild").is_file() and (directory / "MAINTAINERS").is_file():
+                return directory
+        return None
+    return None
+
+
+# What a worker reads blobs from: ("files", root) or ("git", git dir); set before forking.
+_SOURCE: list[tuple[str, Path]] = []
+_READER: list[BlobReader] = []
+
+
+def _read(path: str, blob: str) -> bytes:
+    kind, where = _SOURCE[-1]
+    if kind == "files":
+        return (where / path).read_bytes()
+    if not _READER or _READER[-1].process.poll() is not None:   # one cat-file per worker process
+        _READER.append(Git(where).blobs())
+    data = _READER[-1].read(blob)
+    if data is None:
+        raise OSError(f"git cat-file: no blob {blob} ({path})")
+    return data
+
+
+def _scan_blob(item: tuple[str, str, Path]) -> dict:
+    """Scan one blob, store the scan by blob id, return what the merged index keeps of it."""
+    path, blob, directory = item
+    found = _load_scan(directory, blob)
+    if found is None:
+        found = scan(_read(path, blob))
+        _store_scan(directory, blob, found)
+    return {"defs": found["defs"], "regs": found["regs"], "called": sorted({c for called in
+                                                                          found["calls"].values()
+                                                                          for c, _ in called})}
+
+
+def _scan_path(directory: Path, blob: str) -> Path:
+    return directory / "scans" / blob[:2] / f"{blob}.json"
+
+
+def _load_scan(directory: Path, blob: str) -> dict | None:
+    try:
+        return json.loads(_scan_path(directory, blob).read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+def _store_scan(directory: Path, blob: str, found: dict) -> None:
+    target = _scan_path(directory, blob)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(found, separators=(",", ":")))
+        partial.replace(target)
+    except OSError:
+        pass   # a read-only cache only costs time
+
+
+def _build(blobs: list[tuple[str, str]], source: tuple[str, Path], jobs: int) -> CallIndex:
+    """The index of (path, blob id) pairs read from `source`; scans of blobs seen before (in
+    any tree) are read back from their store."""
+    from patchbench.checks import facts   # the process pool lives there
+    blobs = sorted(blobs)
+    digest = hashlib.sha1("\n".join(f"{p} {b}" for p, b in blobs).encode()).hexdigest()
+    directory = cache_dir()
+    stored = directory / f"{digest}.sqlite"
+    if stored.is_file():
+        return CallIndex(digest, directory)
+    _SOURCE.append(source)
+    try:
+        summaries = facts.parallel(_scan_blob, [(path, blob, directory) for path, blob in blobs], jobs)
+    finally:
+        _SOURCE.remove(source)
+        while _READER:
+            _READER.pop().close()
+    directory.mkdir(parents=True, exist_ok=True)
+    partial = stored.with_suffix(f".{os.getpid()}.tmp")
+    partial.unlink(missing_ok=True)
+    with contextlib.closing(sqlite3.connect(partial)) as database:
+        _fill(database, blobs, summaries)
+        database.commit()
+    partial.replace(stored)
+    return CallIndex(digest, directory)
+
+
+def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries: list[dict]) -> None:
+    database.executescript("""
+        CREATE TABLE files (number INTEGER PRIMARY KEY, path TEXT, blob TEXT);
+        CREATE TABLE defs (name TEXT, file INTEGER, global INTEGER, stated INTEGER);
+        CREATE TABLE callers (name TEXT, file INTEGER);
+        CREATE TABLE regs (name TEXT, file INTEGER, kind TEXT, struct TEXT);
+        CREATE TABLE wrappers (name TEXT PRIMARY KEY, effect TEXT);
+    """)
+    database.executemany("INSERT INTO files VALUES (?, ?, ?)",
+                         ((number, path, blob) for number, (path, blob) in enumerate(blobs)))
+    defined: set[str] = set()
+    wrappers: dict[str, str] = {}
+    for number, ((path, _), found) in enumerate(zip(blobs, summaries)):
+        header = path.endswith(".h")
+        rows = []
+        for name, (is_global, stated, *wrapper) in found["defs"].items():
+            rows.append((name, number, int(is_global or header), stated))
+            if header and wrapper:
+                wrappers.setdefault(name, json.dumps(wrapper[0]))
+        defined.update(name for name, *_ in rows)
+        database.executemany("INSERT INTO defs VALUES (?, ?, ?, ?)", rows)
+        database.executemany("INSERT INTO regs VALUES (?, ?, ?, ?)",
+                             ((function, number, kind, struct) for function, kind, struct in found["regs"]))
+    # calls of names never defined (macros, functions of unindexed files) lead nowhere
+    for number, found in enumerate(summaries):
+        database.executemany("INSERT INTO callers VALUES (?, ?)",
+                             ((name, number) for name in found["called"] if name in defined))
+    database.executemany("INSERT INTO wrappers VALUES (?, ?)", sorted(wrappers.items()))
+    database.executescript("""
+        CREATE INDEX defs_name ON defs (name);
+        CREATE INDEX callers_name ON callers (name);
+        CREATE INDEX regs_name ON regs (name);
+        CREATE INDEX files_path ON files (path);
+    """)
+
+
+def from_files(root: Path, jobs: int) -> CallIndex:
+    """The index of the C files and headers of a kernel work tree."""
+    from patchbench.checks.facts import blob_id
+    blobs = []
+    for directory, subdirectories, files in os.walk(root):
+        relative = os.path.relpath(directory, root)
+        relative = "" if relative == "." else relative + "/"
+        subdirectories[:] = sorted(d for d in subdirectories
+                                   if not d.startswith(".") and indexed(f"{relative}{d}/x.c"))
+        for name in files:
+            if indexed(relative + name):
+                try:
+                    blobs.append((relative + name, blob_id((root / relative / name).read_bytes())))
+                except OSError:
+                    continue
+    return _build(blobs, ("files", root), jobs)
+
+
+def from_git(git_dir: Path, rev: str, jobs: int) -> CallIndex:
+    """The index of the C files and headers of `rev` in a repository (blobs read from git)."""
+    listing = Git(git_dir).out("ls-tree", "-r", "--full-tree", rev)
+    blobs = []
+    for line in listing.splitlines():
+        meta, _, path = line.partition("\t")
+        parts = meta.split()
+        if len(parts) == 3 and parts[1] == "blob" and indexed(path):
+            blobs.append((path, parts[2]))
+    return _build(blobs, ("git", git_dir), jobs)

@@ -1,0 +1,193 @@
+"""The kernel facts table (kernel_facts.toml), read once, in the shapes the analyses ask for.
+
+Every name of a kernel function, macro, ops field or registration call the checker knows is in
+the table; this module only indexes it. See the table's comments for what each section means.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+TABLE = Path(__file__).with_name("kernel_facts.toml")
+ACTIONS = ("acquire", "release", "try", "try_fail", "assert")
+# Kinds that are RCU readers or implicitly held states rather than named locks.
+READER_KINDS = frozenset({"rcu", "rcu_bh", "rcu_sched", "trace", "srcu", "bh", "preempt", "irq"})
+
+
+@lru_cache(maxsize=1)
+def table() -> dict:
+    with TABLE.open("rb") as handle:
+        return tomllib.load(handle)
+
+
+@dataclass(frozen=True)
+class LockOp:
+    action: str            # acquire | release | try | try_fail | assert
+    kind: str              # the lock's kind (see the table)
+    key: str               # path | object | global
+    argument: int = 0      # the argument naming the lock
+    atomic: bool = False   # holding it disables preemption
+    implies: str = ""      # implicit reader held with it: bh | irq | preempt | ""
+
+    @property
+    def is_reader(self) -> bool:
+        """An RCU reader or an implicitly held state (local_bh_disable), not a named lock."""
+        return self.kind in READER_KINDS
+
+    @property
+    def sleeps(self) -> bool:
+        """A sleeping lock (mutex, rwsem, RTNL, instance locks): the update side of RCU data."""
+        return not self.atomic and not self.is_reader and self.kind != "any"
+
+
+@lru_cache(maxsize=1)
+def lock_ops() -> dict[str, LockOp]:
+    """Spelling -> its LockOp, for every lock, reader and assert of the table."""
+    ops: dict[str, LockOp] = {}
+    for family in table()["lock"].values():
+        for action in ACTIONS:
+            for name in family.get(action, ()):
+                ops[name] = LockOp(action, family["kind"], family["key"], family.get("argument", 0),
+                                   family.get("atomic", False), family.get("implies", ""))
+    return ops
+
+
+def lock_op(name: str) -> LockOp | None:
+    return lock_ops().get(name)
+
+
+GUARD = re.compile(r"^(scoped_)?guard\((\w+)\)$")
+
+
+def guard_op(call_name: str) -> tuple[str, LockOp] | None:
+    """("guard", op) for `guard(class)`: the acquiring spelling's op, or a path-keyed lock of an
+    unlisted class (a subsystem's own DEFINE_GUARD). None when call_name is no guard."""
+    match = GUARD.match(call_name)
+    if match is None:
+        return None
+    spelling = table()["guard"].get(match.group(2))
+    op = lock_op(spelling) if spelling else None
+    if op is None:
+        op = LockOp("acquire", "guard", "path")
+    return match.group(2), op
+
+
+def names(*path: str) -> frozenset[str]:
+    """The list at table()[path[0]][path[1]]..., as a set of names."""
+    node = table()
+    for part in path:
+        node = node[part]
+    return frozenset(node)
+
+
+# -- RCU ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Need:
+    """What a dereference primitive needs at its call site."""
+    strict: frozenset          # families that satisfy it under lockdep
+    weak: frozenset            # families that keep the object alive but splat under lockdep
+    condition_arg: int | None  # index of a lockdep condition argument (_check, _protected)
+    section: str               # how messages name the missing protection
+    tracked: bool              # the result is only valid inside the section (escape tracking)
+    update_side: bool = False  # RTNL or a sleeping lock known held is accepted instead
+
+
+def readers() -> frozenset[str]:
+    return names("rcu", "readers")
+
+
+@lru_cache(maxsize=1)
+def dereferences() -> dict[str, Need]:
+    found = {}
+    every = readers()
+    for name, entry in table()["rcu"]["deref"].items():
+        strict = frozenset(entry["strict"])
+        if "any-reader" in strict:
+            strict = every
+        weak = frozenset(entry["weak"]) if "weak" in entry else every - strict
+        found[name] = Need(strict, weak, entry.get("condition"),
+                           entry.get("section", "an rcu_read_lock() section"), entry.get("tracked", True),
+                           entry.get("update_side", False))
+    return found
+
+
+@lru_cache(maxsize=1)
+def helper_need() -> Need:
+    """Calls named *_rcu (dev_get_by_index_rcu): any reader, or RTNL, the update side of most
+    netdev RCU data."""
+    return Need(readers() | {"rtnl"}, frozenset(), None, "an RCU read-side section", True, True)
+
+
+@lru_cache(maxsize=1)
+def not_rcu_helper() -> re.Pattern:
+    return re.compile(table()["rcu"]["helpers"]["not_helper"])
+
+
+@lru_cache(maxsize=1)
+def reference_call() -> re.Pattern:
+    return re.compile(table()["rcu"]["reference"]["pattern"])
+
+
+@lru_cache(maxsize=1)
+def sections() -> dict[str, tuple[str, int]]:
+    """Calls that open or close a reader (or RTNL) section: name -> (family, +1 | -1 | 0 for a
+    try that takes it only when it returns nonzero)."""
+    delta = {"acquire": 1, "release": -1, "try": 0, "try_fail": 1}
+    return {name: (op.kind, delta[op.action]) for name, op in lock_ops().items()
+            if (op.is_reader or op.kind == "rtnl") and op.action in delta}
+
+
+# -- calling contexts --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Context:
+    """What holds on entry to a function the kernel reaches through a registration."""
+    kind: str
+    readers: frozenset         # reader families held
+    locks: frozenset           # lock kinds held ("rtnl", "tx", "netif_tx")
+    process: bool              # may sleep, nothing implicit held
+
+
+@lru_cache(maxsize=1)
+def registration_calls() -> dict[str, tuple[int, str]]:
+    return {name: (entry[0], entry[1]) for name, entry in table()["registration"]["calls"].items()}
+
+
+def registration_fields() -> dict[str, str]:
+    return table()["registration"]["fields"]
+
+
+@lru_cache(maxsize=None)
+def context(kind: str) -> Context | None:
+    """The context a registration kind runs in; None when the table does not know it."""
+    entry = table()["context"].get(kind)
+    if entry is None or kind in ("fields", "structs", "follows"):
+        return None
+    return Context(kind, frozenset(entry.get("readers", ())), frozenset(entry.get("locks", ())),
+                   entry.get("process", False))
+
+
+def context_of(kind: str, struct: str = "") -> Context | None:
+    """The context of a function registered as `kind` (a registration-call kind, or an ops field
+    `.kind = fn` in an initialiser of `struct` when known)."""
+    contexts = table()["context"]
+    if struct and f"{struct}.{kind}" in contexts["fields"]:
+        return context(contexts["fields"][f"{struct}.{kind}"])
+    if struct and struct in contexts["structs"]:
+        return context(contexts["structs"][struct])
+    named = context(kind)
+    if named is not None:
+        return named
+    field = contexts["fields"].get(kind)
+    return context(field) if field else None
+
+
+def follows(kind: str, struct: str) -> str | None:
+    """The field of the same initialiser whose exit state `struct.kind` runs in (seq_file's
+    show runs inside start's section), or None."""
+    return table()["context"]["follows"].get(f"{struct}.{kind}")

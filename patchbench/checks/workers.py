@@ -1,0 +1,150 @@
+"""Forked worker processes for the checker: each task's result back in task order.
+
+Written for the failure cases multiprocessing.Pool gets wrong here:
+- Signals reach the command only. Workers are forked with SIGINT and SIGTERM blocked and then
+  ignore them, so Ctrl-C (sent to the whole process group) or a SIGTERM never runs the command's
+  handler inside a worker (the `ForkPoolWorker ... KeyboardInterrupt` tracebacks) nor kills a
+  worker halfway through a task (Pool then waits for its result forever).
+- Each worker has its own pipe: stopping one (SIGKILL on interrupt) cannot leave a lock shared with
+  the others held, which is how Pool.terminate() hangs at 0% CPU.
+- On success every worker is told to stop and is joined; only an interrupt or a failure kills them.
+  A worker that dies is an error naming its task, never a hang or a missing result.
+Workers are replaced after TASKS_PER_WORKER tasks so that tree-sitter's memory goes back to the OS.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import signal
+import sys
+from multiprocessing.connection import Connection, wait
+from typing import Callable, Generic, Sequence, TypeVar
+
+from patchbench.errors import CheckFailed, Failed
+
+Task = TypeVar("Task")
+Result = TypeVar("Result")
+TASKS_PER_WORKER = 400
+_STOPS = {signal.SIGINT, signal.SIGTERM}
+_FORK = multiprocessing.get_context("fork")
+
+
+def run_all(work: Callable[[Task], Result], tasks: Sequence[Task], jobs: int) -> list[Result]:
+    """[work(task) for task in tasks], on up to `jobs` forked processes."""
+    with _Workers(work, min(jobs, len(tasks))) as workers:
+        return workers.map(tasks)
+
+
+def _serve(work: Callable, connection: Connection, inherited: list[Connection]) -> None:
+    """A worker's life: tasks in, ("ok", result) or ("error", exception) out, until None comes."""
+    for signum in _STOPS:
+        signal.signal(signum, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)   # blocked since the fork; ignored from now on
+    for other in inherited:   # the other workers' pipe ends, copied by the fork
+        other.close()
+    # The walks allocate millions of short-lived states and facts, few of them in cycles: collect
+    # the young generation every 50 000 allocations rather than every 700 (a few % of the CPU).
+    gc.set_threshold(50_000, 50, 100)
+    try:
+        while (task := connection.recv()) is not None:
+            try:
+                reply = ("ok", work(task))
+            except Failed as exc:
+                reply = ("error", exc)
+            except Exception as exc:   # fail closed: a bug outside the rules is an error too
+                reply = ("error", CheckFailed(f"checking {_name(task)} failed: {type(exc).__name__}: {exc}"))
+            connection.send(reply)
+    except (EOFError, OSError):
+        pass   # the command has gone: nothing to answer
+    connection.close()
+
+
+def _name(task) -> str:
+    """What a task is about, for messages: its first item (a path) when it is a tuple."""
+    return str(task[0] if isinstance(task, tuple) and task else task)
+
+
+class _Workers(Generic[Task, Result]):
+    def __init__(self, work: Callable[[Task], Result], count: int):
+        self.work = work
+        self.count = count
+        self.live: dict[Connection, tuple[multiprocessing.process.BaseProcess, list[int]]] = {}
+
+    def start(self) -> Connection:
+        ours, theirs = _FORK.Pipe()
+        sys.stdout.flush()   # nothing buffered may be written twice, by the worker too
+        sys.stderr.flush()
+        # Blocked until the worker ignores them; and an interrupt arriving meanwhile is raised only
+        # once the worker is in self.live, where __exit__ finds it.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+        try:
+            process = _FORK.Process(target=_serve, args=(self.work, theirs, list(self.live)), daemon=False)
+            process.start()
+            self.live[ours] = (process, [0])
+            theirs.close()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        return ours
+
+    def map(self, tasks: Sequence[Task]) -> list[Result]:
+        results: list = [None] * len(tasks)
+        queue = iter(range(len(tasks)))
+        busy: dict[Connection, int] = {}
+
+        def give(connection: Connection) -> None:
+            index = next(queue, None)
+            if index is None:
+                self.stop(connection)
+                return
+            done = self.live[connection][1]
+            if done[0] >= TASKS_PER_WORKER:   # recycle: a fresh worker takes the task
+                self.stop(connection)
+                connection = self.start()
+                done = self.live[connection][1]
+            done[0] += 1
+            busy[connection] = index
+            connection.send(tasks[index])
+
+        for _ in range(self.count):
+            give(self.start())
+        while busy:
+            for connection in wait(list(busy)):
+                index = busy.pop(connection)
+                try:
+                    kind, value = connection.recv()
+                except (EOFError, OSError):
+                    process = self.live[connection][0]
+                    process.join(5)
+                    raise CheckFailed(f"a checker worker died (exit {process.exitcode}) while checking "
+                                      f"{_name(tasks[index])}") from None
+                if kind == "error":
+                    raise value
+                results[index] = value
+                give(connection)
+        return results
+
+    def stop(self, connection: Connection) -> None:
+        """Tell an idle worker to finish, and reap it."""
+        process, _ = self.live.pop(connection)
+        try:
+            connection.send(None)
+        except OSError:
+            pass
+        connection.close()
+        process.join(30)
+        if process.exitcode is None:
+            process.kill()
+            process.join()
+
+    def __enter__(self) -> "_Workers":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """After success every worker has stopped already; otherwise (an interrupt, an error) the
+        remaining ones are killed: they ignore SIGTERM, and their work is not wanted any more."""
+        for connection, (process, _) in list(self.live.items()):
+            process.kill()
+            process.join()
+            connection.close()
+        self.live.clear()

@@ -1,0 +1,263 @@
+"""The real-bug benchmark: genuine upstream fixes, re-introduced on a Debian kernel tree and fixed again.
+
+fixtures/realbugs/cases.toml records, for each upstream fix, where it was seen and a small EDIT on
+the Debian tree that undoes it (delete a line, replace a token, move a line, within one function).
+No kernel code is stored: at run time the function is found in the tree, the edit is applied to it
+(it must apply exactly once), and a two-patch series is mailed with `git format-patch`:
+
+    patch 1  the edit   (the bug re-introduced)
+    patch 2  its revert (the upstream fix again)
+
+`run_case` checks that series with `patchbench check --format json` in a separate process and
+returns an Outcome: was the bug reported on patch 1 under the expected rule, in the expected file and
+function, and did anything at all get reported on patch 2 (the fix). Used by tests/test_realbugs.py
+and bench/realbugs.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.support.git_series import commit_files, format_patch, git
+
+ROOT = Path(__file__).resolve().parents[2]
+CASES = ROOT / "fixtures" / "realbugs" / "cases.toml"
+FAMILIES = {"lock-imbalance": "lock", "rcu-deref-unprotected": "rcu", "rcu-pointer-escapes": "rcu",
+            "queue-stop-unmatched": "queue", "queue-wake-wrong-queue": "queue",
+            "ptr-ring-consume-unlocked": "ptr_ring", "ptr-ring-produce-unlocked": "ptr_ring"}
+ORDER = ("lock", "rcu", "queue", "ptr_ring")
+ORIGINS = ("upstream", "mission", "seed")
+CHECK_TIMEOUT = 300
+
+
+class EditError(ValueError):
+    """A recorded edit does not apply exactly once to the tree: the case is stale or wrong."""
+
+
+@dataclass(frozen=True)
+class Edit:
+    op: str                      # delete | replace | move_after | insert_after
+    line: str                    # regex selecting the line the edit works on
+    after: str | None = None     # regex of a unique line; `line` is then its first match after it
+    old: str | None = None       # replace: literal in the selected line
+    new: str | None = None       # replace: what it becomes
+    to: str | None = None        # move_after: regex of the unique line it moves below
+    text: str | None = None      # insert_after: the line to add (our own writing, tokens only)
+    count: int = 1               # delete: `line` must match exactly this many lines, all deleted
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    rule: str
+    kernel: str
+    subject: str
+    seen: str
+    file: str
+    function: str
+    edits: tuple[Edit, ...]
+    origin: str = "upstream"
+    commit: str | None = None
+    report_function: str | None = None   # where the finding belongs when not in `function` (a queue stop)
+    setup: str | None = None     # a named prerequisite commit (tests/support/ring_series.py) under the series
+    xfail: str | None = None     # why the checker does not catch it yet (the test then expects a miss)
+    note: str | None = None
+
+    @property
+    def family(self) -> str:
+        return FAMILIES[self.rule]
+
+
+@dataclass
+class Outcome:
+    case: Case
+    caught: bool
+    patch1: list[dict] = field(default_factory=list)     # every finding on patch 1
+    on_fix: list[dict] = field(default_factory=list)     # every finding on patch 2 (must be none)
+    error: str | None = None
+
+    @property
+    def clean_fix(self) -> bool:
+        return self.error is None and not self.on_fix
+
+
+def load_cases(path: Path = CASES) -> list[Case]:
+    data = tomllib.loads(path.read_text())
+    cases = []
+    for raw in data["case"]:
+        edits = tuple(Edit(**e) for e in raw.pop("edit"))
+        cases.append(Case(edits=edits, **raw))
+    ids = [c.id for c in cases]
+    assert len(ids) == len(set(ids)), "case ids must be unique"
+    for case in cases:
+        assert case.rule in FAMILIES and case.origin in ORIGINS and case.kernel in ("6.1", "7.2"), case.id
+    return cases
+
+
+def function_span(lines: list[str], name: str) -> tuple[int, int]:
+    """[first, last] line indexes of the definition of `name`: its header to the closing brace in column 0."""
+    head = re.compile(rf"^(?:[A-Za-z_].*[^\w])?{re.escape(name)}\s*\(")
+    starts = [i for i, text in enumerate(lines) if head.match(text) and not text.rstrip().endswith(";")]
+    spans = []
+    for start in starts:
+        open_at = next((j for j in range(start, min(start + 12, len(lines))) if lines[j].startswith("{")), None)
+        if open_at is None or any(lines[k].rstrip().endswith(";") for k in range(start, open_at)):
+            continue
+        close_at = next(j for j in range(open_at, len(lines)) if lines[j].startswith("}"))
+        spans.append((start, close_at))
+    if len(spans) != 1:
+        raise EditError(f"function {name} is defined {len(spans)} times")
+    return spans[0]
+
+
+def _one(lines: list[str], lo: int, hi: int, pattern: str, what: str) -> int:
+    found = [i for i in range(lo, hi + 1) if re.search(pattern, lines[i])]
+    if len(found) != 1:
+        raise EditError(f"{what} /{pattern}/ matches {len(found)} lines")
+    return found[0]
+
+
+def _select(lines: list[str], lo: int, hi: int, edit: Edit) -> int:
+    if edit.after is None:
+        return _one(lines, lo, hi, edit.line, "line")
+    anchor = _one(lines, lo, hi, edit.after, "anchor")
+    for i in range(anchor + 1, hi + 1):
+        if re.search(edit.line, lines[i]):
+            return i
+    raise EditError(f"no line /{edit.line}/ after /{edit.after}/")
+
+
+def apply_edits(source: str, case: Case) -> str:
+    """The file with the case's bug re-introduced; EditError when an edit does not apply exactly once."""
+    lines = source.split("\n")
+    for edit in case.edits:
+        lo, hi = function_span(lines, case.function)
+        if edit.op == "delete" and edit.count > 1:
+            found = [i for i in range(lo, hi + 1) if re.search(edit.line, lines[i])]
+            if len(found) != edit.count:
+                raise EditError(f"line /{edit.line}/ matches {len(found)} lines, not {edit.count}")
+            for i in reversed(found):
+                del lines[i]
+            continue
+        at = _select(lines, lo, hi, edit)
+        if edit.op == "delete":
+            del lines[at]
+        elif edit.op == "replace":
+            if lines[at].count(edit.old) != 1:
+                raise EditError(f"{edit.old!r} occurs {lines[at].count(edit.old)} times in the selected line")
+            lines[at] = lines[at].replace(edit.old, edit.new)
+        elif edit.op == "move_after":
+            moved = lines.pop(at)
+            lo, hi = function_span(lines, case.function)
+            lines.insert(_one(lines, lo, hi, edit.to, "target") + 1, moved)
+        elif edit.op == "insert_after":
+            indent = re.match(r"\s*", lines[at]).group(0)
+            lines.insert(at + 1, indent + edit.text)
+        else:
+            raise EditError(f"unknown edit {edit.op}")
+    result = "\n".join(lines)
+    if result == source:
+        raise EditError("the edits change nothing")
+    return result
+
+
+def _setups() -> dict:
+    """Prerequisite commits a case may sit on: the seeds' tun consume helper, waking the queue under RCU."""
+    from tests.support import ring_series as ring
+
+    return {"tun-consume-wake": [ring.tun_patch(ring.TUN_HELPER), ring.WAKE_PATCH],
+            "tap-consume": [ring.tap_patch(ring.TAP_HELPER)]}
+
+
+def _setup_commit(repo: Path, base: str, name: str) -> str:
+    from tests.support.ring_series import commit_series
+
+    return commit_series(repo, base, _setups()[name])
+
+
+def make_case_series(repo: Path, base: str, case: Case, out: Path) -> Path:
+    """Commit patch 1 (bug) and patch 2 (fix) on base (after the case's setup) and mail them into out."""
+    if case.setup:
+        base = _setup_commit(repo, base, case.setup)
+    fixed = git(repo, "show", f"{base}:{case.file}") + "\n"
+    buggy = apply_edits(fixed, case)
+    first = commit_files(repo, base, {case.file: buggy.encode()},
+                         f"{case.function}: re-introduce the bug fixed by \"{case.subject}\"\n\n"
+                         f"Benchmark case {case.id}.\n\nSigned-off-by: Ada Series <ada@example.org>",
+                         date="2024-03-01T09:30:00-05:00")
+    second = commit_files(repo, first, {case.file: fixed.encode()},
+                          f"{case.subject}\n\nThe upstream fix again ({case.commit or 'see ' + case.seen}).\n\n"
+                          "Signed-off-by: Ada Series <ada@example.org>",
+                          date="2024-03-02T09:30:00-05:00")
+    format_patch(repo, base, second, out)
+    return out
+
+
+def run_check(series: Path, repo: Path, cache: Path) -> dict:
+    """`patchbench check SERIES --tree REPO --format json` as a user runs it, in its own process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(PYTHONPATH=str(ROOT), PATCHBENCH_CACHE=str(cache))
+    proc = subprocess.run([sys.executable, "-m", "patchbench", "check", str(series), "--tree", str(repo),
+                           "--format", "json"], capture_output=True, text=True, env=env, timeout=CHECK_TIMEOUT)
+    try:
+        if proc.returncode in (0, 1):
+            return json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        pass
+    raise RuntimeError(f"patchbench check exited {proc.returncode}: {proc.stderr.strip()[-400:]}")
+
+
+def judge(case: Case, report: dict) -> Outcome:
+    applied = [p for p in report.get("patches", []) if p.get("applied", True)]
+    if len(report.get("patches", [])) != 2 or len(applied) != 2:
+        return Outcome(case, False, error=f"series did not apply: {report.get('failed')}")
+    patch1 = [f for f in report["findings"] if f.get("patch") == 1]
+    on_fix = [f for f in report["findings"] if f.get("patch") == 2]
+    where = case.report_function or case.function
+    caught = any(f["rule"] == case.rule and f["file"] == case.file and f["function"] == where for f in patch1)
+    return Outcome(case, caught, patch1, on_fix)
+
+
+def run_case(repo: Path, base: str, case: Case, workdir: Path, cache: Path) -> Outcome:
+    series = make_case_series(repo, base, case, workdir / case.id)
+    return judge(case, run_check(series, repo, cache))
+
+
+class Bench:
+    """Runs cases on shared, checkout-less clones of the Debian trees (the cached trees stay untouched),
+    one fresh facts cache per run, each case's outcome computed once."""
+
+    def __init__(self, workdir: Path, trees: dict[str, Path]):
+        self.workdir, self.trees = workdir, trees
+        self.clones: dict[str, tuple[Path, str]] = {}
+        self.outcomes: dict[str, Outcome] = {}
+
+    def clone(self, version: str) -> tuple[Path, str]:
+        if version not in self.clones:
+            from tests.support.kernel import KERNELS
+
+            repo = self.workdir / f"linux-{version}"
+            git(self.workdir, "clone", "-q", "--shared", "--no-checkout", str(self.trees[version]), str(repo))
+            self.clones[version] = repo, git(repo, "rev-parse", KERNELS[version].tag)
+        return self.clones[version]
+
+    def outcome(self, case: Case) -> Outcome:
+        if case.id not in self.outcomes:
+            repo, base = self.clone(case.kernel)
+            try:
+                self.outcomes[case.id] = run_case(repo, base, case, self.workdir / "series", self.workdir / "cache")
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                self.outcomes[case.id] = Outcome(case, False, error=str(exc))
+        return self.outcomes[case.id]
+
+
+def recall(outcomes: list[Outcome]) -> tuple[int, int]:
+    """(caught, total) over the outcomes: a case counts when its bug is reported and its fix is clean."""
+    return sum(o.caught and o.clean_fix for o in outcomes), len(outcomes)
