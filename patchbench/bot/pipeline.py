@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
-from patchbench.checks.patches import BlobReader, check_applied, git_dir_of
+from patchbench.checks.patches import check_applied
 from patchbench.dispatch.console import clean_line, splats
 from patchbench.errors import BadInput
 from patchbench.series import load_series
 from patchbench.tree import ApplyResult, apply_series
+from patchbench.tree.git import BlobReader, Git, open_repository
 
 log = logging.getLogger("patchbench.bot")
 
@@ -145,7 +146,7 @@ def _static_results(applied: ApplyResult, project: Project, by_index: dict[int, 
         # per series (a fork from a process that has run earlier pools hung here once, in a worker's futex).
         checked = check_applied(applied, jobs=1)
     results = []
-    with BlobReader(git_dir_of(applied.repo)) as blobs:
+    with Git(open_repository(applied.repo)).blobs() as blobs:
         for patch in checked.patches:
             findings = [{"rule": f.rule, "severity": f.severity, "file": f.file, "line": f.line,
                          "function": f.function, "message": f.message,
@@ -163,7 +164,7 @@ def _static_results(applied: ApplyResult, project: Project, by_index: dict[int, 
 
 
 def _line_of(blobs: BlobReader, commit: str, path: str, line: int) -> str:
-    data = blobs.read(commit, path)
+    data = blobs.read(f"{commit}:{path}")
     lines = data.decode("utf-8", "replace").splitlines() if data else []
     return lines[line - 1] if 0 < line <= len(lines) else ""
 

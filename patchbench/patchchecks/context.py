@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from patchbench.checks.finding import Finding
-from patchbench.checks.patches import BlobReader, git_dir_of
+from patchbench.tree.git import Git, open_repository
 from patchbench.errors import BadInput
 from patchbench.mail.content import message_trailers
 from patchbench.mail.decode import parse_person
@@ -122,13 +122,13 @@ class Tree:
         """Write the blobs under `paths`; the in-tree targets of symlinks among them."""
         listing = self.git("ls-tree", "-r", "-z", self.rev, "--", *paths) if paths else ""
         targets = []
-        with BlobReader(self.git_dir) as blobs:
+        with Git(self.git_dir).blobs() as blobs:
             for line in listing.split("\0"):
                 if not line:
                     continue
                 meta, path = line.split("\t", 1)
                 mode = meta.split()[0]
-                data = blobs.read(self.rev, path) or b""
+                data = blobs.read(f"{self.rev}:{path}") or b""
                 out = self.root / path
                 out.parent.mkdir(parents=True, exist_ok=True)
                 if out.is_symlink() or out.exists():
@@ -222,6 +222,6 @@ def open_context(series: Series, applied: ApplyResult,
     """A context for `applied`; the caller removes the scratch directory (the returned handle)."""
     scratch = tempfile.TemporaryDirectory(prefix="patchbench-netdev-")
     root = Path(scratch.name)
-    tree = Tree(git_dir_of(applied.repo), applied.base, root / "tree")
+    tree = Tree(open_repository(applied.repo), applied.base, root / "tree")
     (root / "tree").mkdir()
     return PatchContext(series, applied, tree, root, options), scratch

@@ -17,11 +17,12 @@ from pathlib import Path
 
 from patchbench.checks import engine
 from patchbench.checks.finding import Finding
-from patchbench.checks.patches import BlobReader, SeriesCheck, git_dir_of
+from patchbench.checks.patches import SeriesCheck
 from patchbench.report import sarif
 from patchbench.report.quote import Context, context
 from patchbench.series import Patch, Series
 from patchbench.tree import ApplyResult
+from patchbench.tree.git import Git, open_repository
 
 FORMATS = ("text", "mail", "terse", "json", "sarif")
 TEXT_WIDTH, MAIL_WIDTH = 100, 72
@@ -111,8 +112,8 @@ def series_report(series: Series, applied: ApplyResult, checked: SeriesCheck,
     commits = {p.index: p.commit for p in checked.patches}
     contexts = []
     if checked.findings:
-        with BlobReader(git_dir_of(applied.repo)) as blobs:
-            contexts = [context(f, blobs.read(commits[f.patch], f.file) if f.file else None)
+        with Git(open_repository(applied.repo)).blobs() as blobs:
+            contexts = [context(f, blobs.read(f"{commits[f.patch]}:{f.file}") if f.file else None)
                     for f in checked.findings]
     header = SeriesHeader(series_name(series), series.total, series.tree, applied.base,
                           applied.base_reason, applied.ref)

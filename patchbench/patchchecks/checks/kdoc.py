@@ -13,7 +13,7 @@ import hashlib
 import re
 
 from patchbench.checks.finding import Finding
-from patchbench.checks.patches import BlobReader
+from patchbench.tree.git import Git
 from patchbench.errors import BadInput
 from patchbench.patchchecks.context import PatchContext, run_tool
 
@@ -52,10 +52,10 @@ def run(context: PatchContext) -> list[Finding]:
     command = [*context.tree.command(SCRIPT), *_options(context)]
     work = context.scratch / "kdoc"
     names: dict[tuple[str, str], str] = {}     # (rev, path) -> name given to kernel-doc
-    with BlobReader(context.git_dir) as blobs:
+    with Git(context.git_dir).blobs() as blobs:
         for patch, path in touched:
             for rev in (patch.parent, patch.commit):
-                data = blobs.read(rev, path)
+                data = blobs.read(f"{rev}:{path}")
                 if data is None:
                     continue
                 name = f"{hashlib.sha1(data).hexdigest()[:16]}/{path}"
