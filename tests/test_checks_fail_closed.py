@@ -67,7 +67,10 @@ def installed(tmp_path_factory) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(work / "venv")],
                    check=True, timeout=300)
     python = work / "venv" / "bin" / "python"
-    install = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
+    # --ignore-installed: a patchbench of the same version seen in the system's site-packages (an
+    # editable install) must not make pip skip the wheel.
+    install = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed",
+                              str(wheel)],
                              capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stderr
     return python
