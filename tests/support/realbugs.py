@@ -201,11 +201,12 @@ def make_case_series(repo: Path, base: str, case: Case, out: Path) -> Path:
 
 
 def run_check(series: Path, repo: Path, cache: Path) -> dict:
-    """`patchbench check SERIES --tree REPO --format json` as a user runs it, in its own process."""
+    """`patchbench check SERIES --tree REPO --format json --checks rules` as a user runs it, in its
+    own process: the benchmark measures the static rules, not netdev's per-patch checks."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(PYTHONPATH=str(ROOT), PATCHBENCH_CACHE=str(cache))
     proc = subprocess.run([sys.executable, "-m", "patchbench", "check", str(series), "--tree", str(repo),
-                           "--format", "json"], capture_output=True, text=True, env=env, timeout=CHECK_TIMEOUT)
+                           "--format", "json", "--checks", "rules"], capture_output=True, text=True, env=env, timeout=CHECK_TIMEOUT)
     try:
         if proc.returncode in (0, 1):
             return json.loads(proc.stdout)
