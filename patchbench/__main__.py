@@ -1,3 +1,3 @@
-from patchbench.cli import main
+from patchbench.cli import program
 
-raise SystemExit(main())
+program()

@@ -24,8 +24,11 @@ class _Parser(argparse.ArgumentParser):
         raise BadInput(message)
 
 
-def _sigterm_as_interrupt(signum, frame):
+def _stop_as_interrupt(signum, frame):
     # Cleanup code runs from `finally` blocks and KeyboardInterrupt handlers; SIGTERM takes that path too.
+    # An object the interrupt cut off half-built (GitPython's config parser, say) may fail in its
+    # __del__ as the stack unwinds: that is not news to the user, who asked us to stop.
+    sys.unraisablehook = lambda unraisable: None
     raise KeyboardInterrupt
 
 
@@ -42,7 +45,8 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    signal.signal(signal.SIGTERM, _stop_as_interrupt)
+    signal.signal(signal.SIGINT, _stop_as_interrupt)
     try:
         argv = sys.argv[1:] if argv is None else argv
         args = build_parser(argv).parse_args(argv)
@@ -55,3 +59,18 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+
+
+def program() -> None:
+    """The `patchbench` program: main(), then exit with its code. A stop signal that arrives once the
+    work is done is ignored: Python's shutdown puts back the default handlers, and the process would
+    otherwise die of the signal with its answer already given."""
+    code = 130
+    try:
+        code = main()
+    except KeyboardInterrupt:   # main() had returned when the signal came: its answer stands
+        pass
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
+    raise SystemExit(code)
