@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -49,8 +50,10 @@ def test_a_failed_rule_leaves_no_cached_answer(monkeypatch, capsys, tmp_path):
 def installed(tmp_path_factory) -> Path:
     """The python of a fresh venv with patchbench installed from a wheel built from this checkout.
 
-    The venv sees the system's site-packages for the dependencies (tree-sitter, GitPython, ...) but
-    patchbench itself comes from the wheel. The build runs on a copy: it leaves build/ behind."""
+    The dependencies (tree-sitter, GitPython, ...) are those of the environment running the tests,
+    named in a .pth file as plain directories (so the .pth files in them, such as an editable
+    install of patchbench, are not run); patchbench itself comes from the wheel, which sits earlier
+    on sys.path. The build runs on a copy: it leaves build/ behind."""
     work = tmp_path_factory.mktemp("wheel")
     source = work / "source"
     source.mkdir()
@@ -62,16 +65,16 @@ def installed(tmp_path_factory) -> Path:
                             str(source)], capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stderr
     wheel = next((work / "dist").glob("patchbench-*.whl"))
-    # No pip of its own (Debian's python3 needs python3-venv for that): the system's pip, seen
-    # through --system-site-packages, installs into the venv it runs in.
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(work / "venv")],
-                   check=True, timeout=300)
+    # No pip of its own (Debian's python3 needs python3-venv for that): this environment's pip
+    # installs the wheel into the venv's site-packages.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(work / "venv")], check=True, timeout=300)
     python = work / "venv" / "bin" / "python"
-    # --ignore-installed: a patchbench of the same version seen in the system's site-packages (an
-    # editable install) must not make pip skip the wheel.
-    install = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed",
-                              str(wheel)],
-                             capture_output=True, text=True, timeout=300)
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    ours = dict.fromkeys(sysconfig.get_path(kind) for kind in ("purelib", "platlib"))
+    (site / "test-dependencies.pth").write_text("".join(f"{path}\n" for path in ours))
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),
+                              str(wheel)], capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stderr
     return python
 
