@@ -10,7 +10,6 @@ booting the head, an incomplete series) go on every patch.
 from __future__ import annotations
 
 import logging
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,13 +133,9 @@ def _one_line(text: str, limit: int = 200) -> str:
 
 def _static_results(applied: ApplyResult, project: Project, by_index: dict[int, int]) -> list[dict]:
     if _options(project)["runner"] == "celery":   # a job per patch on the farm, collected as they come
-        from patchbench.commands.build import make_runner
-        from patchbench.dispatch import progress, workspace
-        from patchbench.dispatch.runner import check_jobs, default_context, series_check
+        from patchbench.commands.build import check_on_runner
 
-        ctx = default_context(None, workspace.cache_root(), progress.for_stream(sys.stderr))
-        checked = series_check(applied, make_runner(SimpleNamespace(**_options(project)), None)
-                               .run(check_jobs(applied), ctx))
+        checked = check_on_runner(applied, SimpleNamespace(**_options(project)))
     else:
         # In-process: a series touches a few files, and a long-running daemon should not fork a pool
         # per series (a fork from a process that has run earlier pools hung here once, in a worker's futex).

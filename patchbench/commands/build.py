@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchbench.commands.apply import add_apply_arguments, apply_from_args
 from patchbench.dispatch import commits, progress, workspace
@@ -15,11 +16,14 @@ from patchbench.dispatch.jobs import JobResult, Target
 from patchbench.dispatch.kbuild import DEFAULT_MAKE_VARS
 from patchbench.dispatch.kconfig import KernelConfig
 from patchbench.dispatch.kselftest import Selection
-from patchbench.dispatch.runner import LocalRunner, default_context, plan
+from patchbench.dispatch.runner import LocalRunner, check_jobs, default_context, plan, series_check
 from patchbench.dispatch.store import ResultStore, check_results_db
 from patchbench.errors import BadInput
 from patchbench.report import jobs as jobs_report
 from patchbench.tree import ApplyResult
+
+if TYPE_CHECKING:
+    from patchbench.checks.patches import SeriesCheck
 
 
 def add_parser(subparsers) -> None:
@@ -64,6 +68,12 @@ def make_runner(args, store: ResultStore | None):
     from patchbench.dispatch.farm import FarmRunner   # Celery is imported only when a farm is used
 
     return FarmRunner(args.broker, store)
+
+
+def check_on_runner(applied: ApplyResult, args) -> SeriesCheck:
+    """The static checks of each applied patch as jobs of `args`' runner (the farm's way to check)."""
+    ctx = default_context(None, workspace.cache_root(), progress.PlainProgress(sys.stderr))
+    return series_check(applied, make_runner(args, None).run(check_jobs(applied), ctx))
 
 
 def add_kselftest_argument(parser: argparse.ArgumentParser) -> None:

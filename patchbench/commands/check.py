@@ -7,7 +7,6 @@ and the netdev per-patch checks run on the commits (patchbench.patchchecks). `--
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 
@@ -15,10 +14,7 @@ from patchbench import patchchecks
 from patchbench.checks import engine
 from patchbench.checks.patches import PatchCheck, SeriesCheck, check_applied
 from patchbench.commands.apply import add_apply_arguments, apply_from_args
-from patchbench.commands.build import add_runner_arguments, make_runner
-from patchbench.dispatch import workspace
-from patchbench.dispatch.progress import PlainProgress
-from patchbench.dispatch.runner import check_jobs, default_context, series_check
+from patchbench.commands.build import add_runner_arguments, check_on_runner
 from patchbench.report.findings import FORMATS, Report, render, series_report
 from patchbench.report.progress import Progress
 from patchbench.series import Series
@@ -61,8 +57,7 @@ def _static_rules(args, applied: ApplyResult, rules: set[str]) -> tuple[SeriesCh
     elif getattr(args, "runner", "local") == "local":   # callers other than check/run have no farm
         checked = check_applied(applied)
     else:
-        ctx = default_context(None, workspace.cache_root(), PlainProgress(sys.stderr))
-        checked = series_check(applied, make_runner(args, None).run(check_jobs(applied), ctx))
+        checked = check_on_runner(applied, args)
     for patch in checked.patches:
         patch.new = [f for f in patch.new if f.rule in rules]
     status, reason = ("ran", "") if rules else ("skipped", "not selected")

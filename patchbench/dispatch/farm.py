@@ -207,9 +207,10 @@ class FarmRunner:
             raise BadInput(f"cannot reach the broker {self.broker}: {exc}") from None
 
     def _live(self, names) -> list[str]:
+        """Those of the worker names (Redis gives bytes) whose liveness key is still there."""
         client = self._client()
-        return sorted(name.decode() if isinstance(name, bytes) else name
-                      for name in names if client.exists(_alive_key(name.decode() if isinstance(name, bytes) else name)))
+        decoded = [name.decode() if isinstance(name, bytes) else name for name in names]
+        return sorted(name for name in decoded if client.exists(_alive_key(name)))
 
     def _boot_queue(self) -> str:
         client = self._client()
