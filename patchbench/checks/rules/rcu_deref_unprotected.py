@@ -73,7 +73,7 @@ def _reader(state: frozenset, site: A.Site) -> bool:
 def _message(site: A.Site, worst: str) -> str:
     call, need = site.call, site.need
     if call.name not in P.DEREFERENCES:
-        said = f"{call.name}() needs an RCU read-side section and is called outside one"
+        said = f"{call.name}() needs an RCU read-side section and is called outside one{need.reason}"
         return said + (_UNKNOWN_ENTRY.format(function=site.function.function.name) if worst == "unknown" else "")
     what = f"{call.name}()"
     if worst == "rtnl":
