@@ -39,7 +39,7 @@ SUFFIXES = (".c", ".h")
 SKIPPED_DIRS = ("tools/", "Documentation/", "scripts/", "samples/", "usr/", "LICENSES/")
 DEPTH = 2    # callers of callers consulted for a caller's own entry
 # Bump when scan() changes what it records: every stored scan and index is then rebuilt.
-SCAN_VERSION = 3
+SCAN_VERSION = 4
 FANOUT = 32  # files consulted for a caller's own entry (the first, by path): a meet needs few
 NEED_DEPTH = 1   # calls between a function and the RCU read that makes it need a section on entry
 
@@ -221,11 +221,12 @@ def _named_locks() -> frozenset[bytes]:
 def _reads() -> dict[bytes, int | None]:
     """RCU read primitives that need a reader held -> the index of their lockdep condition
     argument (a read given one is checked against its lock, not a caller's section), from the
-    facts table: rcu_dereference*, list_*_rcu; not _protected, nor the forms RTNL also satisfies
-    (rcu_dereference_rtnl: checked against RTNL, its callers hold one or the other)."""
+    facts table: rcu_dereference*, srcu_dereference, list_first_or_null_rcu. Not _protected, nor
+    the forms RTNL also satisfies (rcu_dereference_rtnl: its callers hold one or the other), nor
+    the list walks, which accept the update-side lock a caller elsewhere may hold under any name."""
     readers = kfacts.readers()
     return {name.encode(): need.condition_arg for name, need in kfacts.dereferences().items()
-            if need.strict & readers and "rtnl" not in need.strict}
+            if need.strict & readers and "rtnl" not in need.strict and not need.update_side}
 
 
 @lru_cache(maxsize=1)

@@ -55,7 +55,9 @@ def check(model: FileModel) -> Iterable[Finding]:
         worst = max(verdicts.values(), key=_RANK.get)
         if worst == "ok":
             continue
-        uncertain = all(A.UNKNOWN in s and site.function.holds(A.UNKNOWN, call.start)
+        # A function's own first section says its callers hold none (FunctionInfo.holds): a guess
+        # enough for its own reads, not for a callee's need read from afar (site.need.reason).
+        uncertain = all(A.UNKNOWN in s and (site.need.reason or site.function.holds(A.UNKNOWN, call.start))
                         for s, v in verdicts.items() if v != "ok")
         if uncertain and not callindex.reports_unknown():
             continue   # what the unknown callers hold may be just what is needed (lint of a tree)
