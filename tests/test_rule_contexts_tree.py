@@ -50,7 +50,7 @@ def test_a_callee_elsewhere_that_reads_under_its_callers_section_is_reported_whe
     # section, a mutex, BH (timer), nor those of callees reading under a lock or a lockdep
     # condition of their own or walking a list (the update side may protect it); not the
     # function nobody is known to call (lint: unknown entry)
-    assert rcu == {("user.c", "user_reads_unlocked"), ("worker.c", "worker_fn")}
+    assert rcu == {("user.c", "user_reads_unlocked"), ("worker.c", "worker_fn"), ("offload.c", "offload_work")}
     messages = sorted(f.message for f in found if f.function == "worker_fn")
     assert messages == [
         "helper_total() needs an RCU read-side section and is called outside one "
@@ -108,3 +108,15 @@ def test_no_index_means_unknown_callers_and_a_warning_that_says_so():
              if f.function == "helper_reads"]
     assert [f.severity for f in found] == ["warning"]
     assert "what helper_reads() holds on entry is not established" in found[0].message
+
+
+def test_a_call_through_an_ops_field_needs_what_any_implementation_needs(tree):
+    """wrap_fill_path() calls dev->ops->wrap_fill(): path.c's implementation reads under its
+    caller's section, plain.c's reads nothing; offload.c, which names no RCU primitive at all,
+    calls it from a work item."""
+    index = callindex.from_files(tree, 1)
+    assert index.need_of("wrap_fill_path") == ("rcu_dereference", "drivers/path.c", 7, "wrap_fill")
+    found = [f for f in lint([str(tree / "drivers")], jobs=1) if f.function == "offload_work"]
+    assert [f.message for f in found] == [
+        "wrap_fill_path() needs an RCU read-side section and is called outside one "
+        "(through wrap_fill(), rcu_dereference() at drivers/path.c:7)"]

@@ -14,6 +14,10 @@ block is an early exit that leaves the main path holding them).
 files other than `path` provide: each call site (the readers and RTNL held there, plus what its
 caller is known to hold on entry, two callers deep) and each registration (its calling context from
 the kernel facts table). No way at all gives [UNKNOWN_WAY].
+
+`need(name)` says whether a function of another file or a header needs an RCU read-side section on
+entry (it reads an RCU pointer with nothing of its own held, or calls such a function, directly or
+through an ops field, with nothing held): the RCU analysis judges a call of it like a dereference.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ SUFFIXES = (".c", ".h")
 SKIPPED_DIRS = ("tools/", "Documentation/", "scripts/", "samples/", "usr/", "LICENSES/")
 DEPTH = 2    # callers of callers consulted for a caller's own entry
 # Bump when scan() changes what it records: every stored scan and index is then rebuilt.
-SCAN_VERSION = 4
+SCAN_VERSION = 5
 FANOUT = 32  # files consulted for a caller's own entry (the first, by path): a meet needs few
 NEED_DEPTH = 1   # calls between a function and the RCU read that makes it need a section on entry
 
@@ -367,6 +371,7 @@ class CallIndex:
     directory: Path                                       # where the scans and the database are
     _entries: dict = field(default_factory=dict, repr=False)
     _scans: dict = field(default_factory=dict, repr=False)
+    _needing: frozenset | None = field(default=None, repr=False)
     _connection: tuple = field(default=(), repr=False)    # (pid, sqlite3.Connection)
 
     def _query(self, sql: str, *args) -> list[tuple]:
@@ -406,6 +411,13 @@ class CallIndex:
         """(caller, bits) of each call of `name` in file `number`."""
         return [(caller, bits) for caller, called in sorted(self.scan_of(number)["calls"].items())
                 for callee, bits in called if callee == name]
+
+    def needing(self) -> frozenset[bytes]:
+        """The names of every function that needs an RCU read-side section on entry."""
+        if self._needing is None:
+            self._needing = frozenset(name.encode("latin-1") for (name,) in
+                                      self._query("SELECT DISTINCT name FROM needs"))
+        return self._needing
 
     def need_of(self, name: str) -> tuple[str, str, int, str] | None:
         """(primitive, path of the read, its line, callee it is reached through or "") when every
@@ -531,6 +543,12 @@ def need(name: str) -> tuple[str, str, int, str] | None:
     """What the index in use knows `name` (defined in another file or a header) to need on entry:
     see CallIndex.need_of; None without an index."""
     return _ACTIVE[-1][0].need_of(name) if _ACTIVE else None
+
+
+def calls_a_need(source: bytes) -> bool:
+    """Whether a file's text calls a function the index in use knows to need an RCU read-side
+    section on entry: a file that mentions no RCU at all may still call one."""
+    return bool(_ACTIVE) and not _ACTIVE[-1][0].needing().isdisjoint(_CALL.findall(source))
 
 
 def entries(path: str, name: str) -> list[Way]:
@@ -706,36 +724,56 @@ def _needs(blobs: list[tuple[str, str]], summaries: list[dict], directory: Path)
     every function that needs an RCU read-side section on entry: it reads with nothing of its own
     held (the scan's "reads"), or calls such a function with nothing held (no reader, RTNL or named
     lock), up to NEED_DEPTH calls away. A global name passes its need on only when every global
-    definition of it needs one (an #ifdef stub that reads nothing does not)."""
+    definition of it needs one (an #ifdef stub that reads nothing does not). A call through an ops
+    field (`dev->netdev_ops->ndo_fill_forward_path(...)`) calls whichever function is registered
+    in it: it passes on the need of any of them, for a field registered in initialisers of one
+    struct type only and named like no function (ndo_*, not .open or .show)."""
     definitions: dict[str, list[tuple[int, bool]]] = {}
     callers: dict[str, list[int]] = {}
+    registered: dict[str, set] = {}   # field -> {(file, function), ...}; "" when not an ops field
     for number, ((path, _), found) in enumerate(zip(blobs, summaries)):
         for name, (is_global, *_) in found["defs"].items():
             definitions.setdefault(name, []).append((number, bool(is_global) or path.endswith(".h")))
         for name in found["called"]:
             callers.setdefault(name, []).append(number)
+    structs: dict[str, set] = {}
+    for number, found in enumerate(summaries):
+        for function, field, struct in found["regs"]:
+            structs.setdefault(field, set()).add(struct)
+            registered.setdefault(field, set()).add((number, function))
+    fields_of: dict[str, list[tuple[str, int]]] = {}   # function -> [(ops field, registering file)]
+    for field in sorted(registered):
+        if field not in definitions and len(structs[field]) == 1 and "" not in structs[field]:
+            for number, function in sorted(registered[field]):
+                fields_of.setdefault(function, []).append((field, number))
     needs = {(number, name): (primitive, number, line, "")
              for number, found in enumerate(summaries) for name, (primitive, line) in found["reads"].items()}
     frontier = sorted(needs)
     scans: dict[int, dict] = {}
+    passed: set[str] = set()   # ops fields whose need is passed on already
     for _ in range(NEED_DEPTH):
         found_now: dict[tuple[int, str], tuple] = {}
         for number, name in frontier:
-            if (number, True) in definitions[name]:
-                if not all((n, name) in needs for n, g in definitions[name] if g):
-                    continue
+            is_global = (number, True) in definitions[name]
+            ways = []   # (the word its callers call, their files)
+            if not is_global:
+                ways.append((name, [number]))
+            elif all((n, name) in needs for n, g in definitions[name] if g):
                 own = {n for n, g in definitions[name] if not g}   # their calls are of their own static
-                files = [n for n in callers.get(name, ()) if n not in own]
-            else:
-                files = [number]
+                ways.append((name, [n for n in callers.get(name, ()) if n not in own]))
+            for field, registering in fields_of.get(name, ()):
+                if field not in passed and (is_global or registering == number):
+                    passed.add(field)
+                    ways.append((field, callers.get(field, [])))
             primitive, origin, line, _ = needs[(number, name)]
-            for caller_file in files:
-                if caller_file not in scans:
-                    scans[caller_file] = _load_scan(directory, blobs[caller_file][1]) or {"calls": {}}
-                for caller, called in scans[caller_file]["calls"].items():
-                    key = (caller_file, caller)
-                    if key not in needs and key not in found_now and [name, 0] in called:
-                        found_now[key] = (primitive, origin, line, name)
+            for word, files in ways:
+                for caller_file in files:
+                    if caller_file not in scans:
+                        scans[caller_file] = _load_scan(directory, blobs[caller_file][1]) or {"calls": {}}
+                    for caller, called in scans[caller_file]["calls"].items():
+                        key = (caller_file, caller)
+                        if key not in needs and key not in found_now and [word, 0] in called:
+                            found_now[key] = (primitive, origin, line, word)
         needs.update(found_now)
         frontier = sorted(found_now)
     return sorted((name, number, *need) for (number, name), need in needs.items())

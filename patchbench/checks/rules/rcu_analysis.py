@@ -420,7 +420,8 @@ def analyse(model: FileModel) -> Analysis:
 
 
 def _analyse(model: FileModel) -> Analysis:
-    if not engine.mentions(model.source, MENTIONS):   # most files: nothing to judge, skip the walks
+    if not engine.mentions(model.source, MENTIONS) and not callindex.calls_a_need(model.source):
+        # most files: nothing to judge, skip the walks
         return Analysis(model, {}, frozenset(), frozenset())
     helpers = F.callee_needs(model)
     functions = model.functions
