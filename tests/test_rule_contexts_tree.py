@@ -1,8 +1,8 @@
-"""Calling contexts and lock wrappers that come from elsewhere in the tree (the call index).
+"""Calling contexts, lock wrappers and RCU needs that come from elsewhere in the tree (the call index).
 
 A small tree of our own (fixtures/checks/tree/: Kbuild and MAINTAINERS mark its root) holds a
-header with a lock wrapper and an exported RCU helper, a file that registers and calls, and a
-file that uses them; `lint` builds the index of that tree."""
+header with a lock wrapper and an RCU reader, files of exported RCU helpers, and files that
+register and call them; `lint` builds the index of that tree."""
 
 from __future__ import annotations
 
@@ -39,7 +39,44 @@ def series_findings(tree: Path, name: str) -> list:
 
 
 def test_header_wrapper_is_a_lock(tree):
-    assert findings(tree) == {("user.c", "user_leaks_chan", "lock-imbalance")}
+    assert {f for f in findings(tree) if f[2] == "lock-imbalance"} == {("user.c", "user_leaks_chan", "lock-imbalance")}
+
+
+def test_a_callee_elsewhere_that_reads_under_its_callers_section_is_reported_where_a_path_lacks_it(tree):
+    found = lint([str(tree / "drivers")], jobs=1)
+    rcu = {(Path(f.file).name, f.function) for f in found if f.rule == "rcu-deref-unprotected"}
+    # file operation and work item (known process context) calling an exported reader, a walker
+    # one call further (ports.c) and a header reader with no section; not the callers holding a
+    # section, a mutex, BH (timer), nor those of callees reading under a lock or a lockdep
+    # condition of their own or walking a list (the update side may protect it); not the
+    # function nobody is known to call (lint: unknown entry)
+    assert rcu == {("user.c", "user_reads_unlocked"), ("worker.c", "worker_fn"), ("offload.c", "offload_work")}
+    messages = sorted(f.message for f in found if f.function == "worker_fn")
+    assert messages == [
+        "helper_total() needs an RCU read-side section and is called outside one "
+        "(through ports_sum(), rcu_dereference() at drivers/ports.c:10)",
+        "wrap_cfg_weight() needs an RCU read-side section and is called outside one "
+        "(rcu_dereference() at include/wrap.h:28)"]
+
+
+def test_the_callee_need_is_checked_as_new_code_is_in_a_series(tree):
+    found = {(f.function, f.severity) for f in series_findings(tree, "worker.c")}
+    assert found == {("worker_fn", "error"), ("worker_unknown_entry", "warning")}
+    worker = tree / "drivers" / "worker.c"
+    worker.write_text(worker.read_text().replace(
+        "\tw->total = helper_total(w->priv);\n\tw->total += wrap_cfg_weight(w->priv);\n}",
+        "\trcu_read_lock();\n\tw->total = helper_total(w->priv);\n"
+        "\tw->total += wrap_cfg_weight(w->priv);\n\trcu_read_unlock();\n}", 1))
+    assert {f for f, _ in {(f.function, f.severity) for f in series_findings(tree, "worker.c")}} == \
+        {"worker_unknown_entry"}
+
+
+def test_the_index_knows_which_functions_need_a_section_on_entry(tree):
+    index = callindex.from_files(tree, 1)
+    assert index.need_of("helper_total") == ("rcu_dereference", "drivers/ports.c", 10, "ports_sum")
+    assert index.need_of("wrap_cfg_weight") == ("rcu_dereference", "include/wrap.h", 28, "")
+    for reads_under_its_own in ("helper_total_checked", "helper_total_locked", "helper_walk", "worker_locked_fn"):
+        assert index.need_of(reads_under_its_own) is None
 
 
 def test_callers_in_other_files_give_the_entry(tree):
@@ -71,3 +108,15 @@ def test_no_index_means_unknown_callers_and_a_warning_that_says_so():
              if f.function == "helper_reads"]
     assert [f.severity for f in found] == ["warning"]
     assert "what helper_reads() holds on entry is not established" in found[0].message
+
+
+def test_a_call_through_an_ops_field_needs_what_any_implementation_needs(tree):
+    """wrap_fill_path() calls dev->ops->wrap_fill(): path.c's implementation reads under its
+    caller's section, plain.c's reads nothing; offload.c, which names no RCU primitive at all,
+    calls it from a work item."""
+    index = callindex.from_files(tree, 1)
+    assert index.need_of("wrap_fill_path") == ("rcu_dereference", "drivers/path.c", 7, "wrap_fill")
+    found = [f for f in lint([str(tree / "drivers")], jobs=1) if f.function == "offload_work"]
+    assert [f.message for f in found] == [
+        "wrap_fill_path() needs an RCU read-side section and is called outside one "
+        "(through wrap_fill(), rcu_dereference() at drivers/path.c:7)"]

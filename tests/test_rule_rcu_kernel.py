@@ -197,3 +197,23 @@ def test_bh_section_deleted_under_a_callers_read_lock_bh_is_not_reported(kernel_
     path = "drivers/net/wireguard/socket.c"
     broken = mutate((kernel_tree / path).read_text(), "send4", "\trcu_read_lock_bh();\n", "")
     assert [f for f in lint(path, broken.encode()) if f.function == "send4" and f.rule == DEREF] == []
+
+
+@pytest.mark.kernel
+def test_a_callee_elsewhere_that_needs_a_section_is_found_where_a_work_item_lacks_it(kernel_tree, index_61):
+    """hwsim's scan work calls mac80211's ieee80211_tx_prepare_skb(), whose helper reads the
+    station with rcu_dereference() (net/mac80211/tx.c): the work item (process context) must
+    hold the section; hwsim's own mutex, held there, is nothing to mac80211's data."""
+    path = "drivers/net/wireless/mac80211_hwsim.c"
+    summary = index_61.need_of("ieee80211_tx_prepare_skb")
+    assert summary[0] == "rcu_dereference" and summary[1] == "net/mac80211/tx.c"
+    assert summary[3] == "ieee80211_tx_prepare"
+    source = (kernel_tree / path).read_text()
+    assert [f for f in lint(path, source.encode()) if f.function == "hw_scan_work"] == []
+    broken = mutate(source, "hw_scan_work", "\t\t\trcu_read_lock();\n\t\t\tif (!ieee80211_tx_prepare_skb(",
+                    "\t\t\tif (!ieee80211_tx_prepare_skb(")
+    found = [f for f in lint(path, broken.encode()) if f.function == "hw_scan_work"]
+    assert [(f.rule, f.severity) for f in found] == [(DEREF, "error")]
+    assert found[0].message == (
+        "ieee80211_tx_prepare_skb() needs an RCU read-side section and is called outside one "
+        f"(through ieee80211_tx_prepare(), rcu_dereference() at net/mac80211/tx.c:{summary[2]})")

@@ -14,6 +14,10 @@ block is an early exit that leaves the main path holding them).
 files other than `path` provide: each call site (the readers and RTNL held there, plus what its
 caller is known to hold on entry, two callers deep) and each registration (its calling context from
 the kernel facts table). No way at all gives [UNKNOWN_WAY].
+
+`need(name)` says whether a function of another file or a header needs an RCU read-side section on
+entry (it reads an RCU pointer with nothing of its own held, or calls such a function, directly or
+through an ops field, with nothing held): the RCU analysis judges a call of it like a dereference.
 """
 
 from __future__ import annotations
@@ -39,12 +43,17 @@ SUFFIXES = (".c", ".h")
 SKIPPED_DIRS = ("tools/", "Documentation/", "scripts/", "samples/", "usr/", "LICENSES/")
 DEPTH = 2    # callers of callers consulted for a caller's own entry
 # Bump when scan() changes what it records: every stored scan and index is then rebuilt.
-SCAN_VERSION = 2
+SCAN_VERSION = 5
 FANOUT = 32  # files consulted for a caller's own entry (the first, by path): a meet needs few
+NEED_DEPTH = 1   # calls between a function and the RCU read that makes it need a section on entry
 
 FAMILIES = ("rcu", "rcu_bh", "rcu_sched", "srcu", "bh", "preempt", "irq", "spin", "rtnl")
 _BIT = {family: 1 << i for i, family in enumerate(FAMILIES)}
 _BITS = tuple(_BIT.values())
+# In a call's bits: a named lock (a mutex, a lockdep assert) was taken or asserted before it in the
+# body: the function relies on a lock of its own, not on its caller's section (no family: Way
+# ignores it).
+LOCKED = 1 << len(FAMILIES)
 _GUARDS = frozenset({b"guard", b"scoped_guard"})
 
 _COMMENT_OR_STRING = re.compile(rb'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"', re.S)
@@ -90,12 +99,17 @@ def _ops() -> tuple[dict[bytes, tuple[int, int, bool]], dict[bytes, int], frozen
 
 def scan(source: bytes) -> dict:
     """{"defs": {name: [global, stated bits]}, "calls": {caller: [[callee, bits], ...]},
-    "regs": [[function, kind, struct], ...]} of one file's text."""
+    "regs": [[function, kind, struct], ...], "reads": {name: [primitive, line]}} of one file's
+    text; "reads" has the functions that read an RCU-protected pointer with nothing of their own
+    held (no reader, RTNL or named lock before it, no lockdep condition): the first such read."""
     ops, asserts, registration_calls, guards = _ops()
+    named, reads_needing, rtnl_asserts = _named_locks(), _reads(), _rtnl_asserts()
     text = _COMMENT_OR_STRING.sub(b" ", source)
     defs: dict[str, list] = {}
     calls: dict[str, list] = {}
     regs: list[list] = []
+    reads: dict[str, list] = {}
+    lines = None   # where each read is, computed for the files that have one
     position = 0
     bodies = []
     for opening in _BODY_OPEN.finditer(text):
@@ -115,7 +129,9 @@ def scan(source: bytes) -> dict:
         body = text[start:end]
         held = [0] * len(_BITS)
         mask = 0
+        locked = 0   # LOCKED once a named lock is taken or asserted
         at = 0   # where the last lock operation was found: positions only matter for those
+        read_at = 0   # where the last read was found
         sites: set[tuple[bytes, int]] = set()
         taken: list[list[str]] = []   # [spelling, argument text] of each lock call
         for word in _CALL.findall(body):   # names only: a match object per call costs 10x
@@ -123,6 +139,8 @@ def scan(source: bytes) -> dict:
                 at = body.find(word, at) + len(word)
                 arguments = _arguments(body, body.find(b"(", at) + 1)
                 taken.append([word.decode(), arguments[0].decode("latin-1") if arguments else ""])
+            if word in named or word in rtnl_asserts:
+                locked = LOCKED
             op = ops.get(word)
             if op is None and word in _GUARDS:
                 at = body.find(word, at)
@@ -130,6 +148,16 @@ def scan(source: bytes) -> dict:
                 spelling = guards.get(cls.group(1)) if cls else None
                 op = ops.get(spelling.encode()) if spelling else None
                 at += len(word)
+                if spelling is not None and spelling.encode() in named:
+                    locked = LOCKED
+            if word in reads_needing:
+                call = re.compile(rb"\b" + word + rb"\s*\(").search(body, read_at)
+                read_at = call.end() if call else read_at
+                condition = reads_needing.get(word)
+                if not (mask or locked) and name not in reads and call and \
+                        (condition is None or len(_arguments(body, call.end())) <= condition):
+                    lines = lines or _Lines(source)
+                    reads[name] = [word.decode(), lines.of(text, start + call.start())]
             if op is not None:
                 bits, delta, _ = op
                 if delta < 0 and _early_exit(body, at):
@@ -141,7 +169,7 @@ def scan(source: bytes) -> dict:
                     if held[i]:
                         mask |= bit
                 continue
-            sites.add((word, mask))
+            sites.add((word, mask | locked))
         for word, _ in sites:
             if word in asserts:
                 defs[name][1] |= asserts[word]
@@ -166,7 +194,48 @@ def scan(source: bytes) -> dict:
         kind = fields.get(match.group(1).decode("latin-1"))
         if kind:
             regs.append([match.group(2).decode("latin-1"), kind, ""])
-    return {"defs": defs, "calls": calls, "regs": regs}
+    return {"defs": defs, "calls": calls, "regs": regs, "reads": reads}
+
+
+class _Lines:
+    """Line numbers of the original text for offsets of its comment- and string-blanked copy."""
+
+    def __init__(self, source: bytes):
+        self.blanked: list[tuple[int, int]] = []   # (offset in the copy, newlines removed before)
+        removed_chars = removed_lines = 0
+        for match in _COMMENT_OR_STRING.finditer(source):
+            removed_lines += match.group().count(b"\n")
+            removed_chars += len(match.group()) - 1
+            self.blanked.append((match.end() - removed_chars, removed_lines))
+
+    def of(self, text: bytes, offset: int) -> int:
+        at = _last_before([b for b, _ in self.blanked], offset + 1)
+        return text.count(b"\n", 0, offset) + 1 + (self.blanked[at][1] if at >= 0 else 0)
+
+
+@lru_cache(maxsize=1)
+def _named_locks() -> frozenset[bytes]:
+    """Spellings that take, try or assert a named lock or RTNL (not a reader): after one, what the
+    function reads is under its own lock (for the reads), and its calls are too."""
+    return frozenset(name.encode() for name, op in kfacts.lock_ops().items()
+                     if not op.is_reader and op.action != "release")
+
+
+@lru_cache(maxsize=1)
+def _reads() -> dict[bytes, int | None]:
+    """RCU read primitives that need a reader held -> the index of their lockdep condition
+    argument (a read given one is checked against its lock, not a caller's section), from the
+    facts table: rcu_dereference*, srcu_dereference, list_first_or_null_rcu. Not _protected, nor
+    the forms RTNL also satisfies (rcu_dereference_rtnl: its callers hold one or the other), nor
+    the list walks, which accept the update-side lock a caller elsewhere may hold under any name."""
+    readers = kfacts.readers()
+    return {name.encode(): need.condition_arg for name, need in kfacts.dereferences().items()
+            if need.strict & readers and "rtnl" not in need.strict and not need.update_side}
+
+
+@lru_cache(maxsize=1)
+def _rtnl_asserts() -> frozenset[bytes]:
+    return frozenset(name.encode() for name in kfacts.names("rcu", "asserts", "rtnl"))
 
 
 @lru_cache(maxsize=1)
@@ -302,6 +371,7 @@ class CallIndex:
     directory: Path                                       # where the scans and the database are
     _entries: dict = field(default_factory=dict, repr=False)
     _scans: dict = field(default_factory=dict, repr=False)
+    _needing: frozenset | None = field(default=None, repr=False)
     _connection: tuple = field(default=(), repr=False)    # (pid, sqlite3.Connection)
 
     def _query(self, sql: str, *args) -> list[tuple]:
@@ -341,6 +411,26 @@ class CallIndex:
         """(caller, bits) of each call of `name` in file `number`."""
         return [(caller, bits) for caller, called in sorted(self.scan_of(number)["calls"].items())
                 for callee, bits in called if callee == name]
+
+    def needing(self) -> frozenset[bytes]:
+        """The names of every function that needs an RCU read-side section on entry."""
+        if self._needing is None:
+            self._needing = frozenset(name.encode("latin-1") for (name,) in
+                                      self._query("SELECT DISTINCT name FROM needs"))
+        return self._needing
+
+    def need_of(self, name: str) -> tuple[str, str, int, str] | None:
+        """(primitive, path of the read, its line, callee it is reached through or "") when every
+        global definition of `name` needs an RCU read-side section on entry (see _needs)."""
+        rows = self._query("SELECT file, primitive, origin, line, via FROM needs WHERE name = ? "
+                           "ORDER BY file", name)
+        definitions = [f for f, is_global, _ in self.defs(name) if is_global]
+        needing = [row for row in rows if row[0] in definitions]
+        if not definitions or len({row[0] for row in needing}) < len(set(definitions)):
+            return None
+        _, primitive, origin, line, via = needing[0]
+        path = self._query("SELECT path FROM files WHERE number = ?", origin)
+        return primitive, path[0][0] if path else "", line, via
 
     def number(self, path: str) -> int:
         found = self._query("SELECT number FROM files WHERE path = ?", path)
@@ -449,6 +539,18 @@ def wrapper(name: str) -> tuple[list[str], list[list[str]]] | None:
     return (found[0], found[1]) if found else None
 
 
+def need(name: str) -> tuple[str, str, int, str] | None:
+    """What the index in use knows `name` (defined in another file or a header) to need on entry:
+    see CallIndex.need_of; None without an index."""
+    return _ACTIVE[-1][0].need_of(name) if _ACTIVE else None
+
+
+def calls_a_need(source: bytes) -> bool:
+    """Whether a file's text calls a function the index in use knows to need an RCU read-side
+    section on entry: a file that mentions no RCU at all may still call one."""
+    return bool(_ACTIVE) and not _ACTIVE[-1][0].needing().isdisjoint(_CALL.findall(source))
+
+
 def entries(path: str, name: str) -> list[Way]:
     """The ways into the global function `name` defined in `path`, from the rest of the tree;
     [Way(unknown)] when there is none, or no index is in use."""
@@ -464,12 +566,13 @@ def entries(path: str, name: str) -> list[Way]:
 
 def fingerprint() -> str:
     """Of the scan (SCAN_VERSION) and the parts of the facts table a scan reads (locks, guards, registration
-    calls and fields, asserts): a changed scan never reads stale entries, while a new calling
+    calls and fields, asserts, RCU reads): a changed scan never reads stale entries, while a new calling
     context (applied when a way in is asked for) keeps them."""
     digest = hashlib.sha1(f"scan {SCAN_VERSION}".encode())
     table = kfacts.table()
     read = {"lock": table["lock"], "guard": table["guard"], "registration": table["registration"],
-            "asserts": table["rcu"]["asserts"]}
+            "asserts": table["rcu"]["asserts"], "deref": table["rcu"]["deref"],
+            "readers": table["rcu"]["readers"], "helpers": table["rcu"]["helpers"]}
     digest.update(json.dumps(read, sort_keys=True).encode())
     return digest.hexdigest()[:16]
 
@@ -521,9 +624,8 @@ def _scan_blob(item: tuple[str, str, Path]) -> dict:
     if found is None:
         found = scan(_read(path, blob))
         _store_scan(directory, blob, found)
-    return {"defs": found["defs"], "regs": found["regs"], "called": sorted({c for called in
-                                                                          found["calls"].values()
-                                                                          for c, _ in called})}
+    return {"defs": found["defs"], "regs": found["regs"], "reads": found["reads"],
+            "called": sorted({c for called in found["calls"].values() for c, _ in called})}
 
 
 def _scan_path(directory: Path, blob: str) -> Path:
@@ -569,20 +671,25 @@ def _build(blobs: list[tuple[str, str]], source: tuple[str, Path], jobs: int) ->
     partial = stored.with_suffix(f".{os.getpid()}.tmp")
     partial.unlink(missing_ok=True)
     with contextlib.closing(sqlite3.connect(partial)) as database:
-        _fill(database, blobs, summaries)
+        _fill(database, blobs, summaries, directory)
         database.commit()
     partial.replace(stored)
     return CallIndex(digest, directory)
 
 
-def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries: list[dict]) -> None:
+def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries: list[dict],
+          directory: Path) -> None:
     database.executescript("""
         CREATE TABLE files (number INTEGER PRIMARY KEY, path TEXT, blob TEXT);
         CREATE TABLE defs (name TEXT, file INTEGER, global INTEGER, stated INTEGER);
         CREATE TABLE callers (name TEXT, file INTEGER);
         CREATE TABLE regs (name TEXT, file INTEGER, kind TEXT, struct TEXT);
         CREATE TABLE wrappers (name TEXT PRIMARY KEY, effect TEXT);
+        CREATE TABLE needs (name TEXT, file INTEGER, primitive TEXT, origin INTEGER, line INTEGER,
+                            via TEXT);
     """)
+    database.executemany("INSERT INTO needs VALUES (?, ?, ?, ?, ?, ?)",
+                         _needs(blobs, summaries, directory))
     database.executemany("INSERT INTO files VALUES (?, ?, ?)",
                          ((number, path, blob) for number, (path, blob) in enumerate(blobs)))
     defined: set[str] = set()
@@ -608,7 +715,68 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
         CREATE INDEX callers_name ON callers (name);
         CREATE INDEX regs_name ON regs (name);
         CREATE INDEX files_path ON files (path);
+        CREATE INDEX needs_name ON needs (name);
     """)
+
+
+def _needs(blobs: list[tuple[str, str]], summaries: list[dict], directory: Path) -> list[tuple]:
+    """(name, file, primitive, file of the read, its line, callee it is reached through or "") of
+    every function that needs an RCU read-side section on entry: it reads with nothing of its own
+    held (the scan's "reads"), or calls such a function with nothing held (no reader, RTNL or named
+    lock), up to NEED_DEPTH calls away. A global name passes its need on only when every global
+    definition of it needs one (an #ifdef stub that reads nothing does not). A call through an ops
+    field (`dev->netdev_ops->ndo_fill_forward_path(...)`) calls whichever function is registered
+    in it: it passes on the need of any of them, for a field registered in initialisers of one
+    struct type only and named like no function (ndo_*, not .open or .show)."""
+    definitions: dict[str, list[tuple[int, bool]]] = {}
+    callers: dict[str, list[int]] = {}
+    registered: dict[str, set] = {}   # field -> {(file, function), ...}; "" when not an ops field
+    for number, ((path, _), found) in enumerate(zip(blobs, summaries)):
+        for name, (is_global, *_) in found["defs"].items():
+            definitions.setdefault(name, []).append((number, bool(is_global) or path.endswith(".h")))
+        for name in found["called"]:
+            callers.setdefault(name, []).append(number)
+    structs: dict[str, set] = {}
+    for number, found in enumerate(summaries):
+        for function, field, struct in found["regs"]:
+            structs.setdefault(field, set()).add(struct)
+            registered.setdefault(field, set()).add((number, function))
+    fields_of: dict[str, list[tuple[str, int]]] = {}   # function -> [(ops field, registering file)]
+    for field in sorted(registered):
+        if field not in definitions and len(structs[field]) == 1 and "" not in structs[field]:
+            for number, function in sorted(registered[field]):
+                fields_of.setdefault(function, []).append((field, number))
+    needs = {(number, name): (primitive, number, line, "")
+             for number, found in enumerate(summaries) for name, (primitive, line) in found["reads"].items()}
+    frontier = sorted(needs)
+    scans: dict[int, dict] = {}
+    passed: set[str] = set()   # ops fields whose need is passed on already
+    for _ in range(NEED_DEPTH):
+        found_now: dict[tuple[int, str], tuple] = {}
+        for number, name in frontier:
+            is_global = (number, True) in definitions[name]
+            ways = []   # (the word its callers call, their files)
+            if not is_global:
+                ways.append((name, [number]))
+            elif all((n, name) in needs for n, g in definitions[name] if g):
+                own = {n for n, g in definitions[name] if not g}   # their calls are of their own static
+                ways.append((name, [n for n in callers.get(name, ()) if n not in own]))
+            for field, registering in fields_of.get(name, ()):
+                if field not in passed and (is_global or registering == number):
+                    passed.add(field)
+                    ways.append((field, callers.get(field, [])))
+            primitive, origin, line, _ = needs[(number, name)]
+            for word, files in ways:
+                for caller_file in files:
+                    if caller_file not in scans:
+                        scans[caller_file] = _load_scan(directory, blobs[caller_file][1]) or {"calls": {}}
+                    for caller, called in scans[caller_file]["calls"].items():
+                        key = (caller_file, caller)
+                        if key not in needs and key not in found_now and [word, 0] in called:
+                            found_now[key] = (primitive, origin, line, word)
+        needs.update(found_now)
+        frontier = sorted(found_now)
+    return sorted((name, number, *need) for (number, name), need in needs.items())
 
 
 def from_files(root: Path, jobs: int) -> CallIndex:

@@ -12,6 +12,9 @@ and keeps its tree-sitter queries in queries/<ID>.scm (load with `cparse.rule_qu
 A rule's MENTIONS are byte strings of which every file it can report on contains one (the callee
 names its analysis starts from): most kernel files contain none of any rule's, and those are never
 parsed. Plain substrings, not a regex: a failing regex alternation costs more than the search saves.
+A rule whose reach depends on the rest of the tree may also define `reaches(source) -> bool`: the
+file calls something the rule judges though it mentions none of its words (a callee elsewhere
+needing an RCU read-side section).
 `finding(...)` below builds a Finding for it. Findings on a line carrying, or below a comment
 block carrying, `/* patchbench: allow(<rule>) <reason> */` are dropped here, not in the rules.
 A rule that raises fails the run (CheckFailed naming the rule and the file: exit 2): a file whose
@@ -77,7 +80,8 @@ def finding(rule_module: ModuleType, model: FileModel, node: tree_sitter.Node | 
 def applicable(source: bytes, rule_ids: set[str] | None = None) -> list[ModuleType]:
     """The rules (of rule_ids) that can report on this text: those whose MENTIONS it matches."""
     return [module for module in rules() if (rule_ids is None or module.ID in rule_ids)
-            and mentions(source, getattr(module, "MENTIONS", None))]
+            and (mentions(source, getattr(module, "MENTIONS", None))
+                 or (hasattr(module, "reaches") and module.reaches(source)))]
 
 
 def mentions(source: bytes, words: tuple[bytes, ...] | None) -> bool:

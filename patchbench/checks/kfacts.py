@@ -95,6 +95,7 @@ class Need:
     section: str               # how messages name the missing protection
     tracked: bool              # the result is only valid inside the section (escape tracking)
     update_side: bool = False  # RTNL or a sleeping lock known held is accepted instead
+    reason: str = ""           # why a call needs it, when not evident (a callee's read elsewhere)
 
 
 def readers() -> frozenset[str]:

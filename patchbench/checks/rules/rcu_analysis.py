@@ -420,14 +420,15 @@ def analyse(model: FileModel) -> Analysis:
 
 
 def _analyse(model: FileModel) -> Analysis:
-    if not engine.mentions(model.source, MENTIONS):   # most files: nothing to judge, skip the walks
+    if not engine.mentions(model.source, MENTIONS) and not callindex.calls_a_need(model.source):
+        # most files: nothing to judge, skip the walks
         return Analysis(model, {}, frozenset(), frozenset())
-    helpers: set[str] = set()
+    helpers = F.callee_needs(model)
     functions = model.functions
     lines = model.source.split(b"\n")
     infos = {name: F.function_info(model, f, helpers, lines) for name, f in functions.items()}
     # In-file helpers whose stated precondition callers must meet.
-    helpers |= {name for name, info in infos.items() if info.requires_reader}
+    helpers.update({name: P.HELPER_NEED for name, info in infos.items() if info.requires_reader})
     for info in infos.values():
         info.relevant = info.relevant or any(c.name in helpers for c in info.function.calls)
     known_locks = frozenset(key for info in infos.values() for key in info.owned_locks)

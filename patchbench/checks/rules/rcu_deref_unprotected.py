@@ -25,6 +25,7 @@ _UNKNOWN_ENTRY = ("; what {function}() holds on entry is not established (no cal
                   "with a known calling context, or only callers read from other files)")
 
 MENTIONS = A.MENTIONS
+reaches = callindex.calls_a_need
 
 
 def check(model: FileModel) -> Iterable[Finding]:
@@ -55,7 +56,9 @@ def check(model: FileModel) -> Iterable[Finding]:
         worst = max(verdicts.values(), key=_RANK.get)
         if worst == "ok":
             continue
-        uncertain = all(A.UNKNOWN in s and site.function.holds(A.UNKNOWN, call.start)
+        # A function's own first section says its callers hold none (FunctionInfo.holds): a guess
+        # enough for its own reads, not for a callee's need read from afar (site.need.reason).
+        uncertain = all(A.UNKNOWN in s and (site.need.reason or site.function.holds(A.UNKNOWN, call.start))
                         for s, v in verdicts.items() if v != "ok")
         if uncertain and not callindex.reports_unknown():
             continue   # what the unknown callers hold may be just what is needed (lint of a tree)
@@ -73,7 +76,7 @@ def _reader(state: frozenset, site: A.Site) -> bool:
 def _message(site: A.Site, worst: str) -> str:
     call, need = site.call, site.need
     if call.name not in P.DEREFERENCES:
-        said = f"{call.name}() needs an RCU read-side section and is called outside one"
+        said = f"{call.name}() needs an RCU read-side section and is called outside one{need.reason}"
         return said + (_UNKNOWN_ENTRY.format(function=site.function.function.name) if worst == "unknown" else "")
     what = f"{call.name}()"
     if worst == "rtnl":

@@ -10,10 +10,11 @@ reports the state reaching each use like it does for calls.
 from __future__ import annotations
 
 import copy
+import os
 import re
 from dataclasses import dataclass, field
 
-from patchbench.checks import cparse, kfacts, locks
+from patchbench.checks import callindex, cparse, kfacts, locks
 from patchbench.checks.model import CallSite, FileModel, Function, squeeze
 from patchbench.checks.rules import rcu_primitives as P
 
@@ -203,7 +204,7 @@ def lock_op(model: FileModel, function: Function, call: CallSite) -> tuple[kfact
     return (op, key) if key is not None else None
 
 
-def function_info(model: FileModel, function: Function, helpers: set[str],
+def function_info(model: FileModel, function: Function, helpers: dict[str, P.Need],
                    lines: list[bytes]) -> FunctionInfo:
     owned_locks: set = set()
     released: set = set()
@@ -239,15 +240,43 @@ def _opens_or_closes(call: CallSite) -> bool:
     return guard is not None and guard[0].kind in P.EXPLICIT_FAMILIES
 
 
-def need_of(call: CallSite, helpers: set[str]) -> P.Need | None:
-    """What the call needs at its site, None when it needs nothing."""
-    need = P.DEREFERENCES.get(call.name)
+def need_of(call: CallSite, helpers: dict[str, P.Need]) -> P.Need | None:
+    """What the call needs at its site, None when it needs nothing. `helpers`: functions known
+    to need a section on entry (stated in this file, or read by the call index elsewhere)."""
+    need = P.DEREFERENCES.get(call.name) or helpers.get(call.name)
     if need is not None:
         return need
-    if call.name in helpers or (P.RCU_HELPER.search(call.name) and not P.NOT_HELPER.match(call.name)
-                                and WORD.fullmatch(call.name)):
+    if P.RCU_HELPER.search(call.name) and not P.NOT_HELPER.match(call.name) and WORD.fullmatch(call.name):
         return P.HELPER_NEED
     return None
+
+
+def callee_needs(model: FileModel) -> dict[str, P.Need]:
+    """The functions of other files and headers this file calls that need a read-side section on
+    entry (the call index's summaries): what a call of each needs. Any reader keeps what the
+    callee reads alive and RTNL is the update side of most netdev data: a call with neither is
+    reported (no lockdep-flavour warnings from afar). A mutex held at the call counts only when
+    the read is in the caller's own directory: a driver's lock guards its own data, not its
+    subsystem's (hwsim's mutex is nothing to mac80211's station table)."""
+    found = {}
+    called = sorted(name for name in {call.name for function in model.functions.values()
+                                      for call in function.calls}
+                    - set(model.functions) - set(P.DEREFERENCES) - set(P.SECTIONS)
+                    if not P.RCU_HELPER.search(name))   # named as needing one: HELPER_NEED
+    here = os.path.dirname(os.path.normpath(model.path))
+    for name in called:
+        summary = callindex.need(name)
+        if summary is None:
+            continue
+        primitive, path, line, via = summary
+        read = P.DEREFERENCES.get(primitive, P.HELPER_NEED)
+        through = f"through {via}(), " if via else ""
+        directory = os.path.dirname(path)
+        own_data = here == directory or here.endswith(os.sep + directory)
+        found[name] = P.Need(read.strict | read.weak | ({"rtnl"} if not own_data else set()),
+                             frozenset(), None, read.section, False, own_data,
+                             f" ({through}{primitive}() at {path}:{line})")
+    return found
 
 
 def section_effect(function: Function) -> int:
