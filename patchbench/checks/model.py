@@ -107,6 +107,21 @@ class Function:
             self._within[span] = inside
         return inside
 
+    @cached_property
+    def labels_and_returns(self) -> tuple[list[tree_sitter.Node], list[int]]:
+        """The body's labeled statements and the start bytes of its return statements, in one
+        pass over its nodes (every walk of the function and some rules ask)."""
+        labels, returns = [], []
+        pending = [self.body]
+        while pending:
+            node = pending.pop()
+            if node.type == "labeled_statement":
+                labels.append(node)
+            elif node.type == "return_statement":
+                returns.append(node.start_byte)
+            pending.extend(node.named_children)
+        return labels, returns
+
     def _index(self) -> None:
         self._by_start = sorted(self.calls, key=lambda c: c.start)
         self._starts = [c.start for c in self._by_start]
