@@ -13,6 +13,7 @@ import pytest
 
 from patchbench.checks import callindex, engine
 from patchbench.commands.lint import lint
+from tests.support.git_series import git
 
 TREE = Path(__file__).resolve().parents[1] / "fixtures" / "checks" / "tree"
 
@@ -100,6 +101,24 @@ def test_the_index_is_built_once_per_tree_content(tree):
     assert again.wrapper_of("wrap_chan_lock") == [["chan"], [["mutex_lock_nested", "&chan->lock"]]]
     (tree / "drivers" / "user.c").write_text((tree / "drivers" / "user.c").read_text() + "\n")
     assert callindex.from_files(tree, 1).digest != first.digest
+
+
+def test_a_checkout_is_indexed_from_git_as_from_its_files(tree):
+    """In a git checkout the blob ids come from git's index; what is changed, untracked, linked
+    or in a dot-directory must come out exactly as reading every file gives."""
+    git(tree, "init", "-q")
+    git(tree, "add", "-A")
+    git(tree, "commit", "-q", "-m", "tree")
+    walked = callindex.from_files(tree, 1).digest
+    (tree / "drivers" / "user.c").write_text((tree / "drivers" / "user.c").read_text() + "\n")
+    (tree / "drivers" / "new.c").write_text("void new_one(void)\n{\n}\n")
+    (tree / "drivers" / "linked.h").symlink_to("../include/wrap.h")
+    (tree / ".hidden").mkdir()
+    (tree / ".hidden" / "skipped.c").write_text("void skipped(void)\n{\n}\n")
+    from_git = callindex._checkout_blobs(tree)
+    assert sorted(from_git) == sorted(callindex._walked_blobs(tree))
+    assert {"drivers/new.c", "drivers/linked.h"} <= {path for path, _ in from_git}
+    assert callindex.from_files(tree, 1).digest != walked
 
 
 def test_no_index_means_unknown_callers_and_a_warning_that_says_so():

@@ -373,12 +373,21 @@ class CallIndex:
     _scans: dict = field(default_factory=dict, repr=False)
     _needing: frozenset | None = field(default=None, repr=False)
     _connection: tuple = field(default=(), repr=False)    # (pid, sqlite3.Connection)
+    # answers already given: the rules ask about the same names for every function of a file
+    _answers: dict = field(default_factory=dict, repr=False)
+    _wrappers: dict | None = field(default=None, repr=False)
 
     def _query(self, sql: str, *args) -> list[tuple]:
-        if not self._connection or self._connection[0] != os.getpid():   # not across a fork
-            database = f"file:{self.directory / (self.digest + '.sqlite')}?mode=ro"
-            self._connection = (os.getpid(), sqlite3.connect(database, uri=True, check_same_thread=False))
-        return self._connection[1].execute(sql, args).fetchall()
+        key = (sql, args)
+        found = self._answers.get(key)
+        if found is None:
+            if not self._connection or self._connection[0] != os.getpid():   # not across a fork
+                database = f"file:{self.directory / (self.digest + '.sqlite')}?mode=ro"
+                self._connection = (os.getpid(), sqlite3.connect(database, uri=True, check_same_thread=False))
+            if len(self._answers) > 100_000:
+                self._answers.clear()
+            found = self._answers[key] = tuple(self._connection[1].execute(sql, args).fetchall())
+        return list(found)
 
     def defs(self, name: str) -> list[tuple[int, bool, int]]:
         """(file, global, stated bits) of each definition of `name`."""
@@ -392,8 +401,10 @@ class CallIndex:
         return self._query("SELECT file, kind, struct FROM regs WHERE name = ? ORDER BY file, kind, struct", name)
 
     def wrapper_of(self, name: str) -> list | None:
-        found = self._query("SELECT effect FROM wrappers WHERE name = ?", name)
-        return json.loads(found[0][0]) if found else None
+        if self._wrappers is None:   # a few hundred rows, asked of every call in every file: read once
+            self._wrappers = dict(self._query("SELECT name, effect FROM wrappers"))
+        found = self._wrappers.get(name)
+        return json.loads(found) if found else None
 
     def blob(self, number: int) -> str:
         found = self._query("SELECT blob FROM files WHERE number = ?", number)
@@ -781,6 +792,12 @@ def _needs(blobs: list[tuple[str, str]], summaries: list[dict], directory: Path)
 
 def from_files(root: Path, jobs: int) -> CallIndex:
     """The index of the C files and headers of a kernel work tree."""
+    blobs = _checkout_blobs(root)
+    return _build(_walked_blobs(root) if blobs is None else blobs, ("files", root), jobs)
+
+
+def _walked_blobs(root: Path) -> list[tuple[str, str]]:
+    """(path, blob id) of every indexed file under root, each read and hashed."""
     from patchbench.checks.facts import blob_id
     blobs = []
     for directory, subdirectories, files in os.walk(root):
@@ -794,16 +811,81 @@ def from_files(root: Path, jobs: int) -> CallIndex:
                     blobs.append((relative + name, blob_id((root / relative / name).read_bytes())))
                 except OSError:
                     continue
-    return _build(blobs, ("files", root), jobs)
+    return blobs
+
+
+def _checkout_blobs(root: Path) -> list[tuple[str, str]] | None:
+    """What _walked_blobs(root) gives, when root is the top of a git checkout, from git's index:
+    a file its stat data shows unchanged has the blob id recorded there (reading and hashing a
+    whole tree costs about 1.5 CPU-s, this a fifth of it). Changed, unmerged and untracked files
+    and symlinks (git records the link, the walk reads its target) are hashed as the walk does.
+    None when root is no checkout's top."""
+    from patchbench.checks.facts import blob_id
+    git = Git.at(root)
+    code, top, _ = git.run("rev-parse", "--show-toplevel", check=False)
+    if code != 0 or Path(top.strip()).resolve() != root.resolve():
+        return None
+    staged: dict[str, str] = {}
+    hashed: set[str] = set()
+    for entry in git.run("ls-files", "--stage", "-z")[1].split("\0"):
+        meta, _, path = entry.partition("\t")
+        mode, blob, stage = (meta.split() + ["", "", ""])[:3]
+        if not _walked(path):
+            continue
+        if mode in ("100644", "100755") and stage == "0":
+            staged[path] = blob
+        else:
+            hashed.add(path)   # a symlink, a conflict, a submodule
+    changed = git.run("diff-files", "--name-only", "-z")[1].split("\0")
+    untracked = git.run("ls-files", "--others", "-z")[1].split("\0")
+    hashed.update(path for path in (*changed, *untracked) if _walked(path))
+    for path in hashed:
+        staged.pop(path, None)
+        try:
+            staged[path] = blob_id((root / path).read_bytes())
+        except OSError:
+            continue   # deleted, or a directory (a symlink to one, a submodule)
+    return list(staged.items())
+
+
+def _walked(path: str) -> bool:
+    """_walked_blobs lists path: indexed, and under no directory named .*"""
+    return indexed(path) and not any(part.startswith(".") for part in path.split("/")[:-1])
 
 
 def from_git(git_dir: Path, rev: str, jobs: int) -> CallIndex:
-    """The index of the C files and headers of `rev` in a repository (blobs read from git)."""
-    listing = Git(git_dir).out("ls-tree", "-r", "--full-tree", rev)
+    """The index of the C files and headers of `rev` in a repository (blobs read from git).
+
+    The digest of a git tree seen before is looked up by its tree id (one rev-parse instead of
+    listing and hashing 80 000 paths: most of opening the index for a `check`)."""
+    git = Git(git_dir)
+    tree = git.out("rev-parse", "--verify", "--end-of-options", rev + "^{tree}")
+    known = _tree_digest_path(tree)
+    try:
+        digest = known.read_text().strip()
+        if (known.parent.parent / f"{digest}.sqlite").is_file():
+            return CallIndex(digest, known.parent.parent)
+    except OSError:
+        pass
     blobs = []
-    for line in listing.splitlines():
+    for line in git.out("ls-tree", "-r", "--full-tree", tree).splitlines():
         meta, _, path = line.partition("\t")
         parts = meta.split()
         if len(parts) == 3 and parts[1] == "blob" and indexed(path):
             blobs.append((path, parts[2]))
-    return _build(blobs, ("git", git_dir), jobs)
+    index = _build(blobs, ("git", git_dir), jobs)
+    try:
+        known.parent.mkdir(parents=True, exist_ok=True)
+        partial = known.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(index.digest)
+        partial.replace(known)
+    except OSError:
+        pass   # a read-only cache only costs time
+    return index
+
+
+def _tree_digest_path(tree: str) -> Path:
+    """Where the digest of git tree `tree`'s index is noted; the key includes what indexed()
+    keeps, so a change of that never reads a stale digest."""
+    key = hashlib.sha1(f"{tree} {SUFFIXES} {SKIPPED_DIRS}".encode()).hexdigest()
+    return cache_dir() / "trees" / key

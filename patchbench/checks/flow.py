@@ -292,14 +292,10 @@ class _Walker:
         """How many of the open blocks contain the label `name` (all of them when unknown)."""
         if self._label_nodes is None:
             self._label_nodes = {}
-            pending = [self.function.body]
-            while pending:
-                current = pending.pop()
-                if current.type == "labeled_statement":
-                    label = current.child_by_field_name("label")
-                    if label is not None:
-                        self._label_nodes[self.text(label)] = current
-                pending.extend(current.named_children)
+            for current in self.function.labels_and_returns[0]:
+                label = current.child_by_field_name("label")
+                if label is not None:
+                    self._label_nodes[self.text(label)] = current
         target = self._label_nodes.get(name)
         if target is None:
             return len(self.blocks)
@@ -621,8 +617,10 @@ def _cases(children: list[tree_sitter.Node]) -> list[tree_sitter.Node]:
     return items
 
 
+@lru_cache(maxsize=1 << 16)
 def _state_order(state: State) -> tuple:
-    """A sort key for states that does not depend on set iteration order (hash seed)."""
+    """A sort key for states that does not depend on set iteration order (hash seed). Cached: a
+    set past MAX_STATES is cut at every statement, mostly the same states again."""
     return tuple(sorted(map(repr, state))) if isinstance(state, frozenset) else (repr(state),)
 
 

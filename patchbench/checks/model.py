@@ -65,10 +65,20 @@ def squeeze(text: str) -> str:
 class CallSite:
     """One call. Hashable by identity, so it can key per-call results."""
     name: str                      # callee text without spaces: "spin_lock", "ops->xmit", "guard(spinlock)"
-    args: list[str]                # argument texts (original source), whitespace removed
+    # argument texts (original source), whitespace removed: see `args`; or (source, argument_list
+    # node) they are read from when first asked (most calls of a file are never asked)
+    arguments: list[str] | tuple[bytes, tree_sitter.Node]
     node: tree_sitter.Node         # the call_expression
     line: int                      # 1-based
     function: str                  # enclosing function name
+
+    @property
+    def args(self) -> list[str]:
+        if isinstance(self.arguments, tuple):
+            source, arguments = self.arguments
+            self.arguments = [squeeze(cparse.node_text(source, a)) for a in arguments.named_children
+                              if a.type != "comment"]
+        return self.arguments
 
     @property
     def start(self) -> int:
@@ -106,6 +116,21 @@ class Function:
             inside.sort(key=lambda c: (c.end, -c.start))
             self._within[span] = inside
         return inside
+
+    @cached_property
+    def labels_and_returns(self) -> tuple[list[tree_sitter.Node], list[int]]:
+        """The body's labeled statements and the start bytes of its return statements, in one
+        pass over its nodes (every walk of the function and some rules ask)."""
+        labels, returns = [], []
+        pending = [self.body]
+        while pending:
+            node = pending.pop()
+            if node.type == "labeled_statement":
+                labels.append(node)
+            elif node.type == "return_statement":
+                returns.append(node.start_byte)
+            pending.extend(node.named_children)
+        return labels, returns
 
     def _index(self) -> None:
         self._by_start = sorted(self.calls, key=lambda c: c.start)
@@ -176,17 +201,17 @@ class FileModel:
 
     def _add_call(self, found: dict, owner: "Function | None") -> None:
         call_node = found["call"][0]
-        args = [squeeze(self.text(a)) for a in found["args"][0].named_children if a.type != "comment"]
         callee = found["callee"][0]
         name = squeeze(self.text(callee))
         if name == "guard":   # the pre-pass turned `scoped_guard(k, &l) {` into `if(guard(k, &l)){`
             for scoped in (b"scoped_", b"scoped_cond_"):
                 if self.source[callee.start_byte - len(scoped):callee.start_byte] == scoped:
                     name = scoped.decode() + "guard"
-        call = CallSite(name, args, call_node, call_node.start_point[0] + 1, owner.name if owner else "")
+        call = CallSite(name, (self.source, found["args"][0]), call_node, call_node.start_point[0] + 1,
+                        owner.name if owner else "")
         registered = REGISTRATION_CALLS.get(call.name)
-        if registered and len(args) > registered[0]:
-            self._register(args[registered[0]].lstrip("&"), registered[1])
+        if registered and len(call.args) > registered[0]:
+            self._register(call.args[registered[0]].lstrip("&"), registered[1])
         if owner is not None:
             owner.calls.append(call)
             if call.name in self.functions:

@@ -145,15 +145,8 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Findi
 
 def _on_labelled_exit(function: Function, call) -> bool:
     """The call follows a label of the function with no return between them (`out_unlock:`)."""
-    labels, returns = [], []
-    pending = [function.body]
-    while pending:
-        node = pending.pop()
-        if node.type == "labeled_statement":
-            labels.append(node.start_byte)
-        elif node.type == "return_statement":
-            returns.append(node.start_byte)
-        pending.extend(node.named_children)
+    labelled, returns = function.labels_and_returns
+    labels = [node.start_byte for node in labelled]
     return any(label < call.start and not any(label < r < call.start for r in returns) for label in labels)
 
 
