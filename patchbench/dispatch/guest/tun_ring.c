@@ -1,0 +1,138 @@
+/* Guest exercise for a series touching tun: fill the tx ring of a tun device and drain it slowly, so
+ * that a driver which stops its queue on a full ring must wake it again; report a stall when packets
+ * stop flowing while the writer keeps sending.
+ *
+ * Usage: tun_ring NAME
+ * A child writes UDP datagrams routed into tun device NAME (10.20.0.1/24 -> 10.20.0.2), first a burst
+ * larger than the ring while nobody reads, then at a steady pace. The parent reads from the tun fd:
+ * after a pause (the ring fills), slowly, then at full speed. Prints one status line:
+ *   tun_ring: NAME: read N packets ...                         (packets kept flowing)
+ *   PATCHBENCH-STALL: tun NAME tx queue: no packet for S s ... (they stopped: the queue never woke)
+ */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BURST		2000	/* more than the ring (tx_queue_len 500) and the qdisc hold */
+#define PACE_US		1000	/* then one datagram a millisecond */
+#define FILL_MS		1000	/* nobody reads for this long: the ring fills */
+#define SLOW_READS	200	/* then this many reads, each followed by a pause */
+#define SLOW_US		2000
+#define RUN_MS		4000	/* reading goes on this long after the slow part */
+#define STALL_MS	2000	/* no packet for this long while the writer sends: a stall */
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int set_addr(int sock, const char *name, unsigned long request, const char *addr)
+{
+	struct ifreq ifr = { 0 };
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ifr.ifr_addr;
+
+	strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
+	sin->sin_family = AF_INET;
+	inet_pton(AF_INET, addr, &sin->sin_addr);
+	return ioctl(sock, request, &ifr);
+}
+
+static int bring_up(const char *name)
+{
+	struct ifreq ifr = { 0 };
+	int sock = socket(AF_INET, SOCK_DGRAM, 0);
+
+	strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
+	if (sock < 0 || set_addr(sock, name, SIOCSIFADDR, "10.20.0.1") < 0 ||
+	    set_addr(sock, name, SIOCSIFNETMASK, "255.255.255.0") < 0 ||
+	    ioctl(sock, SIOCGIFFLAGS, &ifr) < 0)
+		return -1;
+	ifr.ifr_flags |= IFF_UP;
+	return ioctl(sock, SIOCSIFFLAGS, &ifr);
+}
+
+static void writer(void)
+{
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(9) };
+	char payload[64] = "patchbench tun_ring";
+	int sock = socket(AF_INET, SOCK_DGRAM, 0);
+	long i;
+
+	inet_pton(AF_INET, "10.20.0.2", &to.sin_addr);
+	for (i = 0;; i++) {	/* errors (ENOBUFS on a full queue) are expected: keep sending */
+		sendto(sock, payload, sizeof(payload), MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to));
+		if (i >= BURST)
+			usleep(PACE_US);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct ifreq ifr = { .ifr_flags = IFF_TUN | IFF_NO_PI };
+	unsigned char pkt[2048];
+	long got = 0, slow = 0;
+	double start, last, longest = 0;
+	int fd, status;
+	pid_t child;
+
+	if (argc != 2)
+		return 2;
+	fd = open("/dev/net/tun", O_RDWR);
+	strncpy(ifr.ifr_name, argv[1], IFNAMSIZ - 1);
+	if (fd < 0 || ioctl(fd, TUNSETIFF, &ifr) < 0 || bring_up(argv[1]) < 0) {
+		perror("tun_ring: set up");
+		return 1;
+	}
+	child = fork();
+	if (child == 0) {
+		writer();
+		_exit(0);
+	}
+	usleep(FILL_MS * 1000);
+	start = last = now_ms();
+	while (now_ms() - start < RUN_MS + SLOW_READS * SLOW_US / 1000) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		double t;
+
+		if (poll(&pfd, 1, 100) <= 0) {
+			if (now_ms() - last >= STALL_MS)
+				break;
+			continue;
+		}
+		if (read(fd, pkt, sizeof(pkt)) <= 0)
+			continue;
+		t = now_ms();
+		if (t - last > longest)
+			longest = t - last;
+		last = t;
+		got++;
+		if (slow < SLOW_READS) {
+			slow++;
+			usleep(SLOW_US);
+		}
+	}
+	kill(child, SIGKILL);
+	waitpid(child, &status, 0);
+	if (now_ms() - last >= STALL_MS) {
+		printf("PATCHBENCH-STALL: tun %s tx queue: no packet for %d s while the writer kept sending "
+		       "(%ld read before)\n", argv[1], STALL_MS / 1000, got);
+		return 1;
+	}
+	printf("tun_ring: %s: read %ld packets, longest gap %.0f ms\n", argv[1], got, longest);
+	return 0;
+}
