@@ -25,6 +25,6 @@ def run(args) -> int:
     if applied.failed is not None:
         print(f"patchbench: patch {applied.failed.index} does not apply: {applied.failed.reason}", file=sys.stderr)
     results = dispatch(applied, args, objects=False, kernel=True, boot=True, boot_each=args.boot_each,
-                       kselftests=tuple(args.kselftest))
+                       count_calls=not args.no_coverage, exercise=not args.no_exercise, kselftests=tuple(args.kselftest))
     code = print_results(applied, results, args.format)
     return 1 if applied.failed is not None else code

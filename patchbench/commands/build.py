@@ -77,6 +77,10 @@ def check_on_runner(applied: ApplyResult, args) -> SeriesCheck:
 
 
 def add_boot_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-coverage", action="store_true",
+                        help="do not count calls of the functions the series changed (the function profiler)")
+    parser.add_argument("--no-exercise", action="store_true",
+                        help="run only the smoke test, not the exercises chosen for what the series touches")
     parser.add_argument("--boot-each", action="store_true",
                         help="build and boot every patch of the series, not only the head (slower); the report "
                              "names the first patch whose boot showed a splat or a stall")
@@ -106,12 +110,13 @@ def applied_from(args) -> ApplyResult:
 
 
 def dispatch(applied: ApplyResult, args, *, objects: bool, kernel: bool, boot: bool, boot_each: bool = False,
-             kselftests: tuple[Selection, ...] = ()) -> list[JobResult]:
+             count_calls: bool = True, exercise: bool = True, kselftests: tuple[Selection, ...] = ()) -> list[JobResult]:
     cache = args.cache or workspace.cache_root()
     make_vars = {**DEFAULT_MAKE_VARS, **({"C": "1"} if args.sparse else {})}
     target = Target(applied.repo.resolve(), applied.base, KernelConfig.netdev(args.config),
                     tuple(sorted(make_vars.items())), sandboxed=not args.no_sandbox)
     jobs = plan(applied, target, objects=objects, kernel=kernel, boot=boot, boot_each=boot_each,
+                count_calls=count_calls, exercise=exercise,
                 build_timeout=args.build_timeout, boot_timeout=args.boot_timeout, kselftests=kselftests)
     store = ResultStore(args.results or cache / "results.sqlite")
     try:

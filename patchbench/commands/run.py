@@ -40,7 +40,8 @@ def run(args) -> int:
     results = []
     if (args.build or args.boot) and applied.applied:
         results = dispatch(applied, args, objects=args.build, kernel=args.boot, boot=args.boot,
-                           boot_each=args.boot_each, kselftests=tuple(args.kselftest))
+                           boot_each=args.boot_each, count_calls=not args.no_coverage,
+                           exercise=not args.no_exercise, kselftests=tuple(args.kselftest))
     report = render(checked.report, args.format)
     if args.format == "json":
         report = json.dumps({**json.loads(report), "jobs": jobs_report.to_json(results)}, indent=2)

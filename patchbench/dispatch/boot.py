@@ -24,10 +24,10 @@ def run_boot(job: BootJob, ctx: Context) -> JobResult:
         return result
     extra = _kselftest_files(job, ctx) if job.kselftests else []
     ctx.progress.stage("changed functions and exercises")
-    functions = coverage.series_functions(job.target.repo, job.patches)
+    functions = coverage.series_functions(job.target.repo, job.patches) if job.count_calls else []
     touched = workspace.git(job.target.repo, "diff", "--name-only", "--no-renames", job.target.base,
                             job.commit).splitlines()
-    exercises = exercise.chosen(touched)
+    exercises = exercise.chosen(touched) if job.exercise else []
     result.exercises = [e.name for e in exercises]
     extra += exercise.guest_files(exercises, ctx.cache) if exercises else []
     if functions:

@@ -59,6 +59,8 @@ class BootJob:
     build_timeout: float = 3600.0  # for building the kselftests, as for the kernel
     kind: str = "boot"
     patches: tuple[tuple[int, str, str], ...] = ()   # (index, parent, commit) of the patches up to `commit`
+    count_calls: bool = True       # count calls of the functions the patches changed (function profiler)
+    exercise: bool = True          # run the exercises chosen for the files the series touched
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def plan(applied: ApplyResult, target: Target, *, objects: bool = True, kernel: bool = False,
          boot: bool = False, boot_each: bool = False, build_timeout: float = 3600.0, boot_timeout: float = 60.0,
-         kselftests: tuple[Selection, ...] = ()) -> list[Job]:
+         kselftests: tuple[Selection, ...] = (), count_calls: bool = True, exercise: bool = True) -> list[Job]:
     """Per patch an objects build (of every patch's objects); then, when asked, the whole kernel at
     the head and its boot (with the kselftests named), or with `boot_each` at every patch."""
     jobs: list[Job] = []
@@ -38,7 +38,8 @@ def plan(applied: ApplyResult, target: Target, *, objects: bool = True, kernel: 
         if boot:
             upto = tuple((p.index, p.parent, p.commit) for p in applied.applied[:applied.applied.index(patch) + 1])
             jobs.append(BootJob(target, patch.commit, patch.index, timeout=boot_timeout, kselftests=kselftests,
-                                build_timeout=build_timeout, patches=upto))
+                                build_timeout=build_timeout, patches=upto, count_calls=count_calls,
+                                exercise=exercise))
     if boot and not booted:
         jobs.append(BootJob(target, applied.head, None, timeout=boot_timeout, kselftests=kselftests,
                             build_timeout=build_timeout))
