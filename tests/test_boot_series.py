@@ -63,6 +63,16 @@ def test_a_series_that_only_breaks_a_makefile_fails_its_build_job(kernel_tree, b
     assert job["reason"].startswith("drivers/net/ no longer builds:") and "tun_offload.o" in job["reason"], job
 
 
+def test_a_kconfig_only_series_has_its_new_symbols_reported_and_enabled_where_they_can_be(kernel_tree, base,
+                                                                                         results_db):
+    head, _ = plant(kernel_tree, "kconfig-symbols", base)
+    code, report = patchbench("build", f"{base}..{head}", "--tree", str(kernel_tree), "--results", str(results_db))
+    (job,) = report["jobs"]
+    assert code == 0 and job["status"] == "pass", job
+    assert job["new_symbols"] == ["CONFIG_TUN_RING_PCI: not enabled (unmet dependencies)",
+                                  "CONFIG_TUN_RING_STATS: enabled"]
+
+
 def test_the_helper_dereferencing_outside_a_read_side_section_splats_in_the_helper(kernel_tree, base, results_db):
     code, report = boot(kernel_tree, base, "bare", results_db)
     kernel_job, boot_job = report["jobs"]

@@ -70,12 +70,14 @@ def configured(target: Target, commit: str, ctx: Context, log: Path, timeout: fl
 
 
 def series_config(kbuild: Kbuild, target: Target, commit: str, log: Path, timeout: float,
-                  ctx: Context) -> dict[str, str]:
+                  ctx: Context, reread: bool = False) -> dict[str, str]:
     """Extend the test config with the symbols the series added up to `commit` (its new drivers and
-    options get built), re-reading every Kconfig; symbol -> the value Kconfig gave it."""
+    options get built), re-reading every Kconfig when there are any or `reread`; symbol -> the value
+    Kconfig gave it."""
     symbols = changes.added_symbols(target.repo, target.base, commit)
-    if symbols:
-        ctx.progress.stage(f"config: enable {' '.join(symbols)}")
+    if not (symbols or reread):
+        return {}
+    ctx.progress.stage(f"config: re-read Kconfig, enable {' '.join(symbols) or 'nothing new'}")
     failed, got = kbuild.enable(symbols, log=log, timeout=timeout, on_line=ctx.progress.line)
     if failed is not None:
         errors = [line for line in failed.output.splitlines() if "error" in line.lower()]
@@ -162,7 +164,7 @@ def run_objects(job: ObjectsJob, ctx: Context) -> JobResult:
                 if result.directories else ([], [])
             ctx.progress.stage("checkout patch")
             kbuild.slot.checkout(job.commit)
-            got = series_config(kbuild, job.target, job.commit, log, job.timeout, ctx)
+            got = series_config(kbuild, job.target, job.commit, log, job.timeout, ctx, reread=kconfig)
             added = set(changes.added_symbols(job.target.repo, job.parent, job.commit))
             result.new_symbols = [f"{s}: enabled" if got.get(s, "n") != "n" else f"{s}: not enabled (unmet dependencies)"
                                   for s in sorted(added)]
