@@ -43,7 +43,7 @@ def chosen(paths: list[str]) -> list[Exercise]:
 
 
 def guest_files(exercises: list[Exercise], cache_dir: Path) -> list[GuestFile]:
-    """The run list and each program, compiled once per source text into the cache."""
+    """The run list and each program, compiled once per source (and shared header) text into the cache."""
     files = [GuestFile(EXERCISES_FILE, 0o100644, "".join(f"{e.name}\t{e.run}\n" for e in exercises).encode())]
     for e in exercises:
         if e.program:
@@ -52,7 +52,10 @@ def guest_files(exercises: list[Exercise], cache_dir: Path) -> list[GuestFile]:
 
 
 def _compiled(source: Path, cache_dir: Path) -> bytes:
-    out = cache_dir / "guest-programs" / f"{source.stem}-{hashlib.sha256(source.read_bytes()).hexdigest()[:16]}"
+    material = hashlib.sha256(source.read_bytes())
+    for header in sorted(GUEST.glob("*.h")):   # the programs' shared header
+        material.update(header.read_bytes())
+    out = cache_dir / "guest-programs" / f"{source.stem}-{material.hexdigest()[:16]}"
     if not out.exists():
         if shutil.which("gcc") is None:
             raise BadInput(f"gcc is needed to build the guest program {source.name}")

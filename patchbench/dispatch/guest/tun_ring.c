@@ -9,77 +9,20 @@
  *   tun_ring: NAME: read N packets ...                         (packets kept flowing)
  *   PATCHBENCH-STALL: tun NAME tx queue: no packet for S s ... (they stopped: the queue never woke)
  */
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <linux/if.h>
 #include <linux/if_tun.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
-#define BURST		2000	/* more than the ring (tx_queue_len 500) and the qdisc hold */
-#define PACE_US		1000	/* then one datagram a millisecond */
+#include "guest_net.h"
+
 #define FILL_MS		1000	/* nobody reads for this long: the ring fills */
 #define SLOW_READS	200	/* then this many reads, each followed by a pause */
 #define SLOW_US		2000
 #define RUN_MS		4000	/* reading goes on this long after the slow part */
-#define STALL_MS	2000	/* no packet for this long while the writer sends: a stall */
-
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int set_addr(int sock, const char *name, unsigned long request, const char *addr)
-{
-	struct ifreq ifr = { 0 };
-	struct sockaddr_in *sin = (struct sockaddr_in *)&ifr.ifr_addr;
-
-	strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
-	sin->sin_family = AF_INET;
-	inet_pton(AF_INET, addr, &sin->sin_addr);
-	return ioctl(sock, request, &ifr);
-}
-
-static int bring_up(const char *name)
-{
-	struct ifreq ifr = { 0 };
-	int sock = socket(AF_INET, SOCK_DGRAM, 0);
-
-	strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
-	if (sock < 0 || set_addr(sock, name, SIOCSIFADDR, "10.20.0.1") < 0 ||
-	    set_addr(sock, name, SIOCSIFNETMASK, "255.255.255.0") < 0 ||
-	    ioctl(sock, SIOCGIFFLAGS, &ifr) < 0)
-		return -1;
-	ifr.ifr_flags |= IFF_UP;
-	return ioctl(sock, SIOCSIFFLAGS, &ifr);
-}
-
-static void writer(void)
-{
-	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(9) };
-	char payload[64] = "patchbench tun_ring";
-	int sock = socket(AF_INET, SOCK_DGRAM, 0);
-	long i;
-
-	inet_pton(AF_INET, "10.20.0.2", &to.sin_addr);
-	for (i = 0;; i++) {	/* errors (ENOBUFS on a full queue) are expected: keep sending */
-		sendto(sock, payload, sizeof(payload), MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to));
-		if (i >= BURST)
-			usleep(PACE_US);
-	}
-}
 
 int main(int argc, char **argv)
 {
@@ -94,13 +37,13 @@ int main(int argc, char **argv)
 		return 2;
 	fd = open("/dev/net/tun", O_RDWR);
 	strncpy(ifr.ifr_name, argv[1], IFNAMSIZ - 1);
-	if (fd < 0 || ioctl(fd, TUNSETIFF, &ifr) < 0 || bring_up(argv[1]) < 0) {
+	if (fd < 0 || ioctl(fd, TUNSETIFF, &ifr) < 0 || bring_up(argv[1], "10.20.0.1") < 0) {
 		perror("tun_ring: set up");
 		return 1;
 	}
 	child = fork();
 	if (child == 0) {
-		writer();
+		writer("10.20.0.2");
 		_exit(0);
 	}
 	usleep(FILL_MS * 1000);
