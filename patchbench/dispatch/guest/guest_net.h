@@ -5,13 +5,20 @@
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define BURST		2000	/* more than a tx ring (tx_queue_len 500) and the qdisc hold */
 #define PACE_US		1000	/* then one datagram a millisecond */
-#define STALL_MS	2000	/* no packet for this long while the writer sends: a stall */
+
+/* A stall: no packet for STALL_MS while the writer sent STALL_PACKETS more. Both, so that a guest the
+ * host starves of CPU (every clock jumps, nobody runs) is not taken for a stalled queue. */
+#define STALL_MS	2000
+#define STALL_PACKETS	300
 
 static double now_ms(void)
 {
@@ -47,9 +54,9 @@ static int bring_up(const char *name, const char *addr)
 	return ioctl(sock, SIOCSIFFLAGS, &ifr);
 }
 
-/* Send UDP datagrams to DEST:9 forever (the caller kills it); errors such as ENOBUFS on a full
- * queue are expected: keep sending. */
-static void writer(const char *dest)
+/* Send UDP datagrams to DEST:9 forever (the caller kills it), counting them in *SENT; errors such
+ * as ENOBUFS on a full queue are expected: keep sending. */
+static void writer(const char *dest, volatile long *sent)
 {
 	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(9) };
 	char payload[64] = "patchbench exercise";
@@ -60,7 +67,58 @@ static void writer(const char *dest)
 	inet_pton(AF_INET, dest, &to.sin_addr);
 	for (i = 0;; i++) {
 		sendto(sock, payload, sizeof(payload), MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to));
+		*sent = i + 1;
 		if (i >= BURST)
 			usleep(PACE_US);
 	}
+}
+
+/* Packets flowing from the writer child to the parent, who says when one arrived. */
+struct flow {
+	pid_t writer;
+	volatile long *sent;		/* shared with the writer */
+	double last;			/* when the last packet arrived */
+	long sent_at_last;
+	double longest;			/* the longest wait for a packet */
+	long got;
+};
+
+static int start_flow(struct flow *f, const char *dest)
+{
+	void *shared = mmap(NULL, sizeof(long), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (shared == MAP_FAILED)
+		return -1;
+	f->sent = shared;
+	f->writer = fork();
+	if (f->writer == 0) {
+		writer(dest, f->sent);
+		_exit(0);
+	}
+	f->last = now_ms();
+	return f->writer < 0 ? -1 : 0;
+}
+
+static void packet_arrived(struct flow *f)
+{
+	double t = now_ms();
+
+	if (t - f->last > f->longest)
+		f->longest = t - f->last;
+	f->last = t;
+	f->sent_at_last = *f->sent;
+	f->got++;
+}
+
+static int stalled(const struct flow *f)
+{
+	return now_ms() - f->last >= STALL_MS && *f->sent - f->sent_at_last >= STALL_PACKETS;
+}
+
+static void stop_flow(struct flow *f)
+{
+	int status;
+
+	kill(f->writer, SIGKILL);
+	waitpid(f->writer, &status, 0);
 }

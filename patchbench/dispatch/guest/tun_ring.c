@@ -12,10 +12,8 @@
 #include <fcntl.h>
 #include <linux/if_tun.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 
 #include "guest_net.h"
 
@@ -27,55 +25,40 @@
 int main(int argc, char **argv)
 {
 	struct ifreq ifr = { .ifr_flags = IFF_TUN | IFF_NO_PI };
+	struct flow flow = { 0 };
 	unsigned char pkt[2048];
-	long got = 0, slow = 0;
-	double start, last, longest = 0;
-	int fd, status;
-	pid_t child;
+	long slow = 0;
+	double start;
+	int fd, stall = 0;
 
 	if (argc != 2)
 		return 2;
 	fd = open("/dev/net/tun", O_RDWR);
 	strncpy(ifr.ifr_name, argv[1], IFNAMSIZ - 1);
-	if (fd < 0 || ioctl(fd, TUNSETIFF, &ifr) < 0 || bring_up(argv[1], "10.20.0.1") < 0) {
+	if (fd < 0 || ioctl(fd, TUNSETIFF, &ifr) < 0 || bring_up(argv[1], "10.20.0.1") < 0 ||
+	    start_flow(&flow, "10.20.0.2") < 0) {
 		perror("tun_ring: set up");
 		return 1;
 	}
-	child = fork();
-	if (child == 0) {
-		writer("10.20.0.2");
-		_exit(0);
-	}
 	usleep(FILL_MS * 1000);
-	start = last = now_ms();
-	while (now_ms() - start < RUN_MS + SLOW_READS * SLOW_US / 1000) {
+	flow.last = start = now_ms();
+	while (now_ms() - start < RUN_MS + SLOW_READS * SLOW_US / 1000 && !(stall = stalled(&flow))) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		double t;
 
-		if (poll(&pfd, 1, 100) <= 0) {
-			if (now_ms() - last >= STALL_MS)
-				break;
+		if (poll(&pfd, 1, 100) <= 0 || read(fd, pkt, sizeof(pkt)) <= 0)
 			continue;
-		}
-		if (read(fd, pkt, sizeof(pkt)) <= 0)
-			continue;
-		t = now_ms();
-		if (t - last > longest)
-			longest = t - last;
-		last = t;
-		got++;
+		packet_arrived(&flow);
 		if (slow < SLOW_READS) {
 			slow++;
 			usleep(SLOW_US);
 		}
 	}
-	kill(child, SIGKILL);
-	waitpid(child, &status, 0);
-	if (now_ms() - last >= STALL_MS) {
-		printf("PATCHBENCH-STALL: tun %s tx queue: no packet for %d s while the writer kept sending "
-		       "(%ld read before)\n", argv[1], STALL_MS / 1000, got);
+	stop_flow(&flow);
+	if (stall) {
+		printf("PATCHBENCH-STALL: tun %s tx queue: no packet for %d s while the writer sent %ld more "
+		       "(%ld read before)\n", argv[1], STALL_MS / 1000, *flow.sent - flow.sent_at_last, flow.got);
 		return 1;
 	}
-	printf("tun_ring: %s: read %ld packets, longest gap %.0f ms\n", argv[1], got, longest);
+	printf("tun_ring: %s: read %ld packets, longest wait %.0f ms\n", argv[1], flow.got, flow.longest);
 	return 0;
 }
