@@ -44,7 +44,8 @@ def run(args) -> int:
                            exercise=not args.no_exercise, kselftests=tuple(args.kselftest))
     report = render(checked.report, args.format)
     if args.format == "json":
-        report = json.dumps({**json.loads(report), "jobs": jobs_report.to_json(results)}, indent=2)
+        report = json.dumps({**json.loads(report), "jobs": jobs_report.to_json(results),
+                             "first_failing_boot": jobs_report.first_failing_boot(results)}, indent=2)
     elif args.format == "sarif":
         sarif = json.loads(report)
         sarif["runs"][0]["results"] += jobs_report.to_sarif_results(results)
