@@ -76,7 +76,14 @@ def check_on_runner(applied: ApplyResult, args) -> SeriesCheck:
     return series_check(applied, make_runner(args, None).run(check_jobs(applied), ctx))
 
 
-def add_kselftest_argument(parser: argparse.ArgumentParser) -> None:
+def add_boot_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-coverage", action="store_true",
+                        help="do not count calls of the functions the series changed (the function profiler)")
+    parser.add_argument("--no-exercise", action="store_true",
+                        help="run only the smoke test, not the exercises chosen for what the series touches")
+    parser.add_argument("--boot-each", action="store_true",
+                        help="build and boot every patch of the series, not only the head (slower); the report "
+                             "names the first patch whose boot showed a splat or a stall")
     parser.add_argument("--kselftest", metavar="TARGET[:TEST]", action="append", default=[], type=Selection.parse,
                         help="after the smoke test, run this kselftest target (a directory under "
                              "tools/testing/selftests, e.g. net/af_unix) or one TEST of it, built from the "
@@ -102,13 +109,14 @@ def applied_from(args) -> ApplyResult:
     return apply_from_args(args)[1]
 
 
-def dispatch(applied: ApplyResult, args, *, objects: bool, kernel: bool, boot: bool,
-             kselftests: tuple[Selection, ...] = ()) -> list[JobResult]:
+def dispatch(applied: ApplyResult, args, *, objects: bool, kernel: bool, boot: bool, boot_each: bool = False,
+             count_calls: bool = True, exercise: bool = True, kselftests: tuple[Selection, ...] = ()) -> list[JobResult]:
     cache = args.cache or workspace.cache_root()
     make_vars = {**DEFAULT_MAKE_VARS, **({"C": "1"} if args.sparse else {})}
     target = Target(applied.repo.resolve(), applied.base, KernelConfig.netdev(args.config),
                     tuple(sorted(make_vars.items())), sandboxed=not args.no_sandbox)
-    jobs = plan(applied, target, objects=objects, kernel=kernel, boot=boot,
+    jobs = plan(applied, target, objects=objects, kernel=kernel, boot=boot, boot_each=boot_each,
+                count_calls=count_calls, exercise=exercise,
                 build_timeout=args.build_timeout, boot_timeout=args.boot_timeout, kselftests=kselftests)
     store = ResultStore(args.results or cache / "results.sqlite")
     try:
@@ -120,8 +128,8 @@ def dispatch(applied: ApplyResult, args, *, objects: bool, kernel: bool, boot: b
 
 def print_results(applied: ApplyResult, results: list[JobResult], fmt: str) -> int:
     if fmt == "json":
-        print(json.dumps({"base": applied.base, "head": applied.head, "jobs": jobs_report.to_json(results)},
-                         indent=2))
+        print(json.dumps({"base": applied.base, "head": applied.head, "jobs": jobs_report.to_json(results),
+                          "first_failing_boot": jobs_report.first_failing_boot(results)}, indent=2))
     else:
         print(jobs_report.to_text(results))
     return jobs_report.exit_code(results)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from patchbench.commands.apply import add_apply_arguments
-from patchbench.commands.build import add_dispatch_arguments, add_kselftest_argument, \
+from patchbench.commands.build import add_dispatch_arguments, add_boot_arguments, \
     check_dispatch_arguments, dispatch
 from patchbench.errors import BadInput
 from patchbench.report import jobs as jobs_report
@@ -24,13 +24,15 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--build", action="store_true", help="compile each patch's touched objects (W=1)")
     parser.add_argument("--boot", action="store_true", help="build the head's kernel and boot it in QEMU")
     add_dispatch_arguments(parser, formats=FORMATS)
-    add_kselftest_argument(parser)
+    add_boot_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     if args.kselftest and not args.boot:
         raise BadInput("--kselftest runs in the boot guest: add --boot")
+    if args.boot_each and not args.boot:
+        raise BadInput("--boot-each says which patches boot: add --boot")
     if args.build or args.boot:
         check_dispatch_arguments(args)
     checked = apply_and_check(args)
@@ -38,10 +40,12 @@ def run(args) -> int:
     results = []
     if (args.build or args.boot) and applied.applied:
         results = dispatch(applied, args, objects=args.build, kernel=args.boot, boot=args.boot,
-                           kselftests=tuple(args.kselftest))
+                           boot_each=args.boot_each, count_calls=not args.no_coverage,
+                           exercise=not args.no_exercise, kselftests=tuple(args.kselftest))
     report = render(checked.report, args.format)
     if args.format == "json":
-        report = json.dumps({**json.loads(report), "jobs": jobs_report.to_json(results)}, indent=2)
+        report = json.dumps({**json.loads(report), "jobs": jobs_report.to_json(results),
+                             "first_failing_boot": jobs_report.first_failing_boot(results)}, indent=2)
     elif args.format == "sarif":
         sarif = json.loads(report)
         sarif["runs"][0]["results"] += jobs_report.to_sarif_results(results)

@@ -1,5 +1,5 @@
-"""Run boot jobs: boot the series' kernel under QEMU, run the smoke test and the kselftests named,
-judge the console."""
+"""Run boot jobs: boot the series' kernel under QEMU, run the smoke test, the exercises chosen for what
+the series touches and the kselftests named, count calls of the functions it changed, judge the console."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import shutil
 import time
 from pathlib import Path
 
-from patchbench.dispatch import console, initramfs, kselftest, qemu
+from patchbench.dispatch import console, coverage, exercise, initramfs, kselftest, qemu, workspace
 from patchbench.dispatch.build import Context, JobFailed, configured, kernel_image
 from patchbench.dispatch.jobs import BootJob, JobResult
 from patchbench.dispatch.kbuild import Kbuild
@@ -23,6 +23,16 @@ def run_boot(job: BootJob, ctx: Context) -> JobResult:
         result.status, result.reason = "skip", "no kernel image: the full build of this commit did not succeed"
         return result
     extra = _kselftest_files(job, ctx) if job.kselftests else []
+    ctx.progress.stage("changed functions and exercises")
+    functions = coverage.series_functions(job.target.repo, job.patches) if job.count_calls else []
+    touched = workspace.git(job.target.repo, "diff", "--name-only", "--no-renames", job.target.base,
+                            job.commit).splitlines()
+    exercises = exercise.chosen(touched) if job.exercise else []
+    result.exercises = [e.name for e in exercises]
+    extra += exercise.guest_files(exercises, ctx.cache) if exercises else []
+    if functions:
+        extra.append(GuestFile(coverage.FUNCTIONS_FILE, 0o100644,
+                               "".join(f"{name}\n" for name in sorted({f.function for f in functions})).encode()))
     ctx.progress.stage("initramfs")
     initrd = initramfs.build(ctx.cache, extra)
     ctx.progress.stage("probe accelerator")
@@ -30,6 +40,8 @@ def run_boot(job: BootJob, ctx: Context) -> JobResult:
     result.accel = accel.name
     ctx.progress.stage(f"boot ({accel.name})")
     done = qemu.boot(image, initrd, accel, timeout=job.timeout, console_log=log, on_line=ctx.progress.line)
+    coverage.read(done.output, functions)
+    result.coverage = functions
     judge(result, done.output, timed_out=done.timed_out, limit=done.seconds, kselftests=job.kselftests)
     result.seconds = time.monotonic() - start
     return result

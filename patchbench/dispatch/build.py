@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from contextlib import contextmanager
@@ -9,14 +10,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from patchbench.dispatch import warnings, workspace
+from patchbench.dispatch import changes, warnings, workspace
 from patchbench.dispatch.jobs import JobResult, KernelJob, ObjectsJob, Target
 from patchbench.dispatch.kbuild import Kbuild
 from patchbench.dispatch.progress import PlainProgress
+from patchbench.tree.git import Git
 
 COMPILED_SUFFIXES = (".c", ".S")
 HEADER_DEPENDENTS_LIMIT = 8        # objects compiled for a touched header (those that include it)
 SKIPPED_TOP_DIRS = ("Documentation/", "tools/", "scripts/", "samples/", "usr/")
+# gcc inlines small static functions into their callers, where ftrace cannot count them; inline-declared
+# functions stay inline (some need it to compile).
+TRACEABLE_CFLAGS = ("-fno-inline-functions -fno-inline-small-functions -fno-inline-functions-called-once "
+                    "-fno-partial-inlining")
+MAKE_ERROR = re.compile(r"\*\*\* .*(Stop\.|Error \d+)|^[^:\s]+:\d+: \*\*\* ")
 
 
 @dataclass
@@ -58,7 +65,32 @@ def configured(target: Target, commit: str, ctx: Context, log: Path, timeout: fl
                             log)
         if check.missing:
             raise JobFailed("error", f"Kconfig did not keep {check.describe()}", log)
+        series_config(kbuild, target, commit, log, timeout, ctx)
         yield kbuild
+
+
+def series_config(kbuild: Kbuild, target: Target, commit: str, log: Path, timeout: float,
+                  ctx: Context, reread: bool = False) -> dict[str, str]:
+    """Extend the test config with the symbols the series added up to `commit` (its new drivers and
+    options get built), re-reading every Kconfig when there are any or `reread`; symbol -> the value
+    Kconfig gave it."""
+    symbols = changes.added_symbols(target.repo, target.base, commit)
+    if not (symbols or reread):
+        return {}
+    ctx.progress.stage(f"config: re-read Kconfig, enable {' '.join(symbols) or 'nothing new'}")
+    failed, got = kbuild.enable(symbols, log=log, timeout=timeout, on_line=ctx.progress.line)
+    if failed is not None:
+        errors = [line for line in failed.output.splitlines() if "error" in line.lower()]
+        raise JobFailed("fail", "Kconfig does not parse" + (f": {errors[0].strip()}" if errors else "")
+                        + (" (timed out)" if failed.timed_out else ""), log)
+    return got
+
+
+def directories_for(files: tuple[str, ...]) -> list[str]:
+    """Directories to build because their Makefile or Kbuild changed (the top Makefile is the whole
+    kernel's: only a full build checks it)."""
+    return sorted({str(Path(path).parent) + "/" for path in files
+                   if changes.is_build_rules(path) and "/" in path and not path.startswith(SKIPPED_TOP_DIRS)})
 
 
 def objects_for(files: tuple[str, ...], kbuild: Kbuild) -> list[str]:
@@ -97,27 +129,64 @@ def _compile(kbuild: Kbuild, objects: list[str], log: Path, job: ObjectsJob,
     return warnings.parse(done.output, str(kbuild.slot.src)), built
 
 
+def _build_directories(kbuild: Kbuild, directories: list[str], log: Path, job: ObjectsJob,
+                       ctx: Context) -> tuple[list[warnings.Diagnostic], list[str]]:
+    """Make each directory; the diagnostics, and make's own error lines ("No rule to make target",
+    a Makefile that does not parse) when it failed."""
+    done = kbuild.make(directories, log=log, timeout=job.timeout, diagnostics=True, on_line=ctx.progress.line)
+    if done.timed_out:
+        raise JobFailed("fail", f"building {' '.join(directories)} timed out after {job.timeout:.0f} s", log)
+    failures = [] if done.returncode == 0 else [
+        line.strip() for line in done.output.splitlines() if MAKE_ERROR.search(line)] or ["make failed"]
+    return warnings.parse(done.output, str(kbuild.slot.src)), failures
+
+
 def run_objects(job: ObjectsJob, ctx: Context) -> JobResult:
+    """The patch's objects, the other patches' objects that exist at both ends (a patch that breaks
+    a later one's object is found here) and the directories whose build rules it changed, compiled
+    before and after the patch; a changed Kconfig is re-read and the symbols it adds are reported."""
     start = time.monotonic()
     log = ctx.logs / f"build-patch{job.patch}-{job.commit[:12]}.log"
     result = JobResult("build", job.patch, job.commit, "pass", 0.0, scope="objects", log=str(log))
     with configured(job.target, job.parent, ctx, log, job.timeout) as kbuild:
-        result.objects = objects_for(job.files, kbuild)
-        if not result.objects:
-            result.status, result.reason = "skip", "the patch touches no compiled file"
+        own = objects_for(job.files, kbuild)
+        result.directories = directories_for(job.files)
+        others = [o for o in objects_for(job.series_files, kbuild) if o not in own
+                  and all(_source_in(job.target.repo, rev, o) for rev in (job.parent, job.commit))]
+        result.objects = own + others
+        kconfig = any(changes.is_kconfig(path) for path in job.files)
+        if not (result.objects or result.directories or kconfig):
+            result.status, result.reason = "skip", "the patch touches no compiled file, Makefile, Kbuild or Kconfig"
         else:
-            ctx.progress.stage(f"W=1 before: {' '.join(result.objects)}")
-            before, built_before = _compile(kbuild, result.objects, log, job, ctx)
+            ctx.progress.stage(f"W=1 before: {' '.join(result.objects + result.directories)}")
+            before, built_before = _compile(kbuild, result.objects, log, job, ctx) if result.objects else ([], set())
+            dir_before, dir_failures_before = _build_directories(kbuild, result.directories, log, job, ctx) \
+                if result.directories else ([], [])
             ctx.progress.stage("checkout patch")
             kbuild.slot.checkout(job.commit)
-            ctx.progress.stage(f"W=1 after: {' '.join(result.objects)}")
-            after, built_after = _compile(kbuild, result.objects, log, job, ctx)
+            got = series_config(kbuild, job.target, job.commit, log, job.timeout, ctx, reread=kconfig)
+            added = set(changes.added_symbols(job.target.repo, job.parent, job.commit))
+            result.new_symbols = [f"{s}: enabled" if got.get(s, "n") != "n" else f"{s}: not enabled (unmet dependencies)"
+                                  for s in sorted(added)]
+            ctx.progress.stage(f"W=1 after: {' '.join(result.objects + result.directories)}")
+            after, built_after = _compile(kbuild, result.objects, log, job, ctx) if result.objects else ([], set())
+            dir_after, dir_failures = _build_directories(kbuild, result.directories, log, job, ctx) \
+                if result.directories else ([], [])
             built_after |= {o for o in built_before if not _has_source(kbuild, o)}  # deleted by the patch
-            result.new_warnings = warnings.new_since(before, after)
-            result.fixed_warnings = warnings.new_since(after, before)
+            result.new_warnings = warnings.new_since(before + dir_before, after + dir_after)
+            result.fixed_warnings = warnings.new_since(after + dir_after, before + dir_before)
             _judge(result, built_before, built_after)
+            if dir_failures and not dir_failures_before and result.status != "fail":
+                result.status = "fail"
+                result.reason = f"{' '.join(result.directories)} no longer builds: {dir_failures[0]}"
     result.seconds = time.monotonic() - start
     return result
+
+
+def _source_in(repo: Path, rev: str, obj: str) -> bool:
+    stem = obj.removesuffix(".o")
+    return any(Git.at(repo).run("cat-file", "-e", f"{rev}:{stem}{suffix}", check=False)[0] == 0
+               for suffix in COMPILED_SUFFIXES)
 
 
 def _has_source(kbuild: Kbuild, obj: str) -> bool:
@@ -135,10 +204,26 @@ def _judge(result: JobResult, built_before: set[str], built_after: set[str]) -> 
     elif result.new_warnings:
         result.status = "fail"
         result.reason = f"{len(result.new_warnings)} new warning(s)"
-    elif unbuilt == result.objects:
+    elif result.objects and unbuilt == result.objects and not result.directories:
         result.status, result.reason = "skip", "no touched object is built in this config"
     if unbuilt and result.status != "skip":
         result.reason = "; ".join(filter(None, [result.reason, "not built in this config: " + " ".join(unbuilt)]))
+
+
+def traceable_vars(kbuild: Kbuild, target: Target, commit: str) -> dict[str, str]:
+    """Make variables compiling the C files the series changed so that their functions stay out of
+    line, where the boot's function profiler can count them. A Makefile that sets an object's
+    CFLAGS_ keeps them (a command-line value would replace its own)."""
+    changed = workspace.git(target.repo, "diff", "--name-only", "--no-renames", target.base, commit).splitlines()
+    found = {}
+    for path in changed:
+        if not path.endswith(".c") or path.startswith(SKIPPED_TOP_DIRS):
+            continue
+        name = f"CFLAGS_{Path(path).stem}.o"
+        makefile = kbuild.slot.src / Path(path).parent / "Makefile"
+        if not (makefile.exists() and name in makefile.read_text(errors="replace")):
+            found[name] = TRACEABLE_CFLAGS
+    return found
 
 
 def run_kernel(job: KernelJob, ctx: Context) -> JobResult:
@@ -150,6 +235,7 @@ def run_kernel(job: KernelJob, ctx: Context) -> JobResult:
         result.image, result.reason = str(image), "kernel image of this commit already built"
         return result
     with configured(job.target, job.commit, ctx, log, job.timeout) as kbuild:
+        kbuild.make_vars.update(traceable_vars(kbuild, job.target, job.commit))
         ctx.progress.stage("make bzImage")
         done = kbuild.make(["bzImage"], log=log, timeout=job.timeout, on_line=ctx.progress.line)
         if done.timed_out:

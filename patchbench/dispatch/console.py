@@ -23,7 +23,11 @@ _HEADERS = [
     ("RCU_STALL", re.compile(r"rcu: INFO: \S+ (self-)?detected stalls?")),
     ("KMEMLEAK", re.compile(r"^unreferenced object 0x|kmemleak: \d+ new suspected memory leaks")),
     ("PANIC", re.compile(r"Kernel panic - not syncing")),
+    ("STALL", re.compile(r"PATCHBENCH-STALL: ")),
 ]
+# "PATCHBENCH-STALL: tun pbring0 tx queue: no packet for 2 s ...": the driver and what stalled, without
+# the device name, are its fingerprint's frames (a stall has no stack of its own).
+_STALL = re.compile(r"PATCHBENCH-STALL: (?P<driver>\S+) \S+ (?P<what>[^:]+):")
 _FRAME = re.compile(r"^\s*(?P<unreliable>\? )?(?P<func>[A-Za-z_][\w.]*)\+0x[0-9a-f]+/0x[0-9a-f]+")
 _RIP = re.compile(r"^RIP: \d+:(?P<func>[A-Za-z_][\w.]*)\+0x")
 # Frames every splat of a kind passes through: they say how it was reported, not where.
@@ -41,7 +45,7 @@ FRAMES_IN_FINGERPRINT = 3
 
 @dataclass
 class Splat:
-    kind: str                      # WARNING | BUG | LOCKDEP | RCU | HUNG_TASK | RCU_STALL | KMEMLEAK | PANIC
+    kind: str                      # WARNING | BUG | LOCKDEP | RCU | HUNG_TASK | RCU_STALL | KMEMLEAK | PANIC | STALL
     title: str                     # the header line
     frames: list[str]              # function names, innermost first, generic frames dropped
     guessed: list[str] = field(default_factory=list)   # frames the unwinder marked "?" (unreliable)
@@ -72,6 +76,12 @@ def splats(console: str) -> list[Splat]:
         kind = next((k for k, pattern in _HEADERS if pattern.search(line)), None)
         if kind == "PANIC" and current is not None:
             continue  # "Kernel panic" after an oops is a consequence: the oops is the fingerprint
+        if kind == "STALL":
+            m = _STALL.search(line)
+            found.append(Splat(kind, line[line.index("PATCHBENCH-STALL: "):].strip(),
+                               [m["driver"], m["what"].replace(" ", "-")] if m else []))
+            current = None
+            continue
         if kind is not None:
             current = Splat(kind, line.strip(), [])
             found.append(current)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchbench.dispatch.coverage import FunctionCoverage, coverage_json
 from patchbench.dispatch.kbuild import DEFAULT_MAKE_VARS
 from patchbench.dispatch.kconfig import KernelConfig
 from patchbench.dispatch.kselftest import KselftestResult, Selection
@@ -33,6 +34,7 @@ class ObjectsJob:
     files: tuple[str, ...]
     timeout: float = 900.0
     kind: str = "build"
+    series_files: tuple[str, ...] = ()   # every patch's files: their objects are compiled too (bisectability)
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,9 @@ class BootJob:
     kselftests: tuple[Selection, ...] = ()
     build_timeout: float = 3600.0  # for building the kselftests, as for the kernel
     kind: str = "boot"
+    patches: tuple[tuple[int, str, str], ...] = ()   # (index, parent, commit) of the patches up to `commit`
+    count_calls: bool = True       # count calls of the functions the patches changed (function profiler)
+    exercise: bool = True          # run the exercises chosen for the files the series touched
 
 
 @dataclass(frozen=True)
@@ -90,12 +95,16 @@ class JobResult:
     new_warnings: list[Diagnostic] = field(default_factory=list)
     fixed_warnings: list[Diagnostic] = field(default_factory=list)
     objects: list[str] = field(default_factory=list)
+    directories: list[str] = field(default_factory=list)   # built because their Makefile or Kbuild changed
+    new_symbols: list[str] = field(default_factory=list)   # "CONFIG_X: enabled" | "CONFIG_X: not enabled (...)"
     fingerprint: str | None = None
     splats: list[str] = field(default_factory=list)   # fingerprints of every splat, in console order
     seen_before: list[str] = field(default_factory=list)  # earlier commits that failed with this fingerprint
     accel: str | None = None
     image: str | None = None       # the bzImage a full build produced
     kselftests: list[KselftestResult] = field(default_factory=list)  # per test, as the guest's TAP said
+    exercises: list[str] = field(default_factory=list)   # boots: the exercises run for what the series touches
+    coverage: list[FunctionCoverage] = field(default_factory=list)   # boots: the series' functions, counted
     worker: str | None = None      # the farm worker that ran it (None: this machine)
     findings: list = field(default_factory=list)      # check jobs: the patch's new checker Findings
 
@@ -107,10 +116,12 @@ class JobResult:
         elif self.kind == "build":
             data.update(scope=self.scope, new_warnings=[d.to_json() for d in self.new_warnings],
                         fixed_warnings=[d.to_json() for d in self.fixed_warnings],
-                        objects=self.objects, image=self.image, log=self.log)
+                        objects=self.objects, directories=self.directories, new_symbols=self.new_symbols,
+                        image=self.image, log=self.log)
         else:
             data.update(fingerprint=self.fingerprint, splats=self.splats, seen_before=self.seen_before,
-                        console=self.log, accel=self.accel, kselftests=[k.to_json() for k in self.kselftests])
+                        console=self.log, accel=self.accel, kselftests=[k.to_json() for k in self.kselftests],
+                        exercises=self.exercises, coverage=coverage_json(self.coverage))
         if self.worker:
             data["worker"] = self.worker
         return data

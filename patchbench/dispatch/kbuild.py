@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchbench.dispatch import sandbox
-from patchbench.dispatch.kconfig import ConfigCheck, KernelConfig, check_dotconfig
+from patchbench.dispatch.kconfig import ConfigCheck, KernelConfig, check_dotconfig, read_dotconfig
 from patchbench.dispatch.workspace import Slot
 
 # Fixed so that rebuilding the same source gives the same objects (and ccache hits on init/version.o).
@@ -60,6 +60,23 @@ class Kbuild:
     @property
     def configured_stamp(self) -> Path:
         return self.slot.obj / ".patchbench-configured"
+
+    def enable(self, symbols: list[str], *, log: Path, timeout: float,
+               on_line: sandbox.LineSink | None = None) -> tuple[sandbox.Completed | None, dict[str, str]]:
+        """Turn `symbols` on in the configured tree and let Kconfig settle (olddefconfig, which also
+        re-reads every Kconfig file); the failed step or None, and the value each symbol got."""
+        dotconfig = self.slot.obj / ".config"
+        if symbols:
+            switches = [arg for symbol in symbols for arg in ("--enable", symbol.removeprefix("CONFIG_"))]
+            done = self._run([str(self.slot.src / "scripts/config"), "--file", str(dotconfig), *switches],
+                             log=log, timeout=timeout, on_line=on_line)
+            if done.returncode != 0:
+                return done, {}
+        done = self.make(["olddefconfig"], log=log, timeout=timeout, on_line=on_line)
+        if done.returncode != 0:
+            return done, {}
+        got = read_dotconfig(dotconfig)
+        return None, {symbol: got.get(symbol, "n") for symbol in symbols}
 
     def configure(self, config: KernelConfig, *, log: Path, timeout: float,
                   on_line: sandbox.LineSink | None = None) -> tuple[sandbox.Completed | None, ConfigCheck]:

@@ -51,10 +51,12 @@ class ConfigCheck:
         return ", ".join(f"{k}={v}" for k, v in sorted(self.missing.items()))
 
 
+def read_dotconfig(dotconfig: Path) -> dict[str, str]:
+    """Symbol -> value of the symbols a .config sets."""
+    return {m[1]: m[2] for line in dotconfig.read_text().splitlines() if (m := _ASSIGN.match(line))}
+
+
 def check_dotconfig(dotconfig: Path, wanted: dict[str, str]) -> ConfigCheck:
     """Which requested values Kconfig dropped (unmet dependencies, unknown symbols)."""
-    got: dict[str, str] = {}
-    for line in dotconfig.read_text().splitlines():
-        if m := _ASSIGN.match(line):
-            got[m[1]] = m[2]
+    got = read_dotconfig(dotconfig)
     return ConfigCheck({k: v for k, v in wanted.items() if got.get(k, "n") != v})

@@ -20,19 +20,28 @@ if TYPE_CHECKING:
 
 
 def plan(applied: ApplyResult, target: Target, *, objects: bool = True, kernel: bool = False,
-         boot: bool = False, build_timeout: float = 3600.0, boot_timeout: float = 60.0,
-         kselftests: tuple[Selection, ...] = ()) -> list[Job]:
-    """Per patch an objects build; then, when asked, the whole kernel at the head and its boot
-    (with the kselftests named)."""
+         boot: bool = False, boot_each: bool = False, build_timeout: float = 3600.0, boot_timeout: float = 60.0,
+         kselftests: tuple[Selection, ...] = (), count_calls: bool = True, exercise: bool = True) -> list[Job]:
+    """Per patch an objects build (of every patch's objects); then, when asked, the whole kernel at
+    the head and its boot (with the kselftests named), or with `boot_each` at every patch."""
     jobs: list[Job] = []
+    series_files = tuple(sorted({f for p in applied.applied for f in p.files}))
     if objects:
-        jobs += [ObjectsJob(target, p.index, p.parent, p.commit, tuple(p.files), build_timeout)
+        jobs += [ObjectsJob(target, p.index, p.parent, p.commit, tuple(p.files), build_timeout, series_files=series_files)
                  for p in applied.applied]
-    head_patch = applied.applied[-1].index if applied.applied else None
-    if kernel or boot:
-        jobs.append(KernelJob(target, applied.head, head_patch, build_timeout))
-    if boot:
-        jobs.append(BootJob(target, applied.head, head_patch, timeout=boot_timeout, kselftests=kselftests,
+    booted = applied.applied if boot_each else applied.applied[-1:]
+    if (kernel or boot) and not booted:   # nothing applied: the base itself
+        jobs.append(KernelJob(target, applied.head, None, build_timeout))
+    for n, patch in enumerate(booted):
+        if kernel or boot:
+            jobs.append(KernelJob(target, patch.commit, patch.index, build_timeout))
+        if boot:
+            upto = tuple((p.index, p.parent, p.commit) for p in applied.applied[:applied.applied.index(patch) + 1])
+            jobs.append(BootJob(target, patch.commit, patch.index, timeout=boot_timeout, kselftests=kselftests,
+                                build_timeout=build_timeout, patches=upto, count_calls=count_calls,
+                                exercise=exercise))
+    if boot and not booted:
+        jobs.append(BootJob(target, applied.head, None, timeout=boot_timeout, kselftests=kselftests,
                             build_timeout=build_timeout))
     return jobs
 

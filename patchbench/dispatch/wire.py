@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from patchbench.checks.finding import Finding
+from patchbench.dispatch.coverage import FunctionCoverage
 from patchbench.dispatch.jobs import BootJob, CheckJob, Job, JobResult, KernelJob, ObjectsJob, Target
 from patchbench.dispatch.kconfig import NETDEV_FRAGMENT, KernelConfig
 from patchbench.dispatch.kselftest import KselftestResult, Selection
@@ -72,8 +73,11 @@ def job_from_dict(data: dict, cache: Path) -> Job:
         data["target"] = _target_from_dict(data["target"], cache)
     if "kselftests" in data:
         data["kselftests"] = tuple(Selection.parse(spec) for spec in data["kselftests"])
-    if "files" in data:
-        data["files"] = tuple(data["files"])
+    for name in ("files", "series_files"):
+        if name in data:
+            data[name] = tuple(data[name])
+    if "patches" in data:
+        data["patches"] = tuple(tuple(patch) for patch in data["patches"])
     if cls is CheckJob:
         data["repo"] = Path(data["repo"])
     return cls(**data)
@@ -92,5 +96,6 @@ def result_from_dict(data: dict) -> JobResult:
     for name in ("new_warnings", "fixed_warnings"):
         data[name] = [Diagnostic(**d) for d in data[name]]
     data["kselftests"] = [KselftestResult(**k) for k in data["kselftests"]]
+    data["coverage"] = [FunctionCoverage(**c) for c in data["coverage"]]
     data["findings"] = [Finding(**f) for f in data["findings"]]
     return JobResult(**data)

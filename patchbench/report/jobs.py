@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from patchbench.dispatch import coverage
+from patchbench.dispatch.coverage import FunctionCoverage
 from patchbench.dispatch.jobs import JobResult
 from patchbench.report.findings import TEXT_WIDTH, wrap
 
@@ -12,9 +14,16 @@ def to_json(results: list[JobResult]) -> list[dict]:
 
 def _title(result: JobResult) -> str:
     what = "kernel" if result.scope == "kernel" else result.kind
-    per_patch = result.scope == "objects" and result.patch is not None  # kernel and boot jobs are the head's
-    where = f"patch {result.patch}" if per_patch else "head"
+    where = f"patch {result.patch}" if result.patch is not None else "head"
     return f"{what} {where} {result.commit[:12]}"
+
+
+def first_failing_boot(results: list[JobResult]) -> dict | None:
+    """The first booted patch whose guest showed a splat or a stall (boots run in patch order)."""
+    for r in results:
+        if r.kind == "boot" and r.status == "fail" and r.fingerprint:
+            return {"patch": r.patch, "commit": r.commit, "fingerprint": r.fingerprint, "reason": r.reason}
+    return None
 
 
 def to_text(results: list[JobResult]) -> str:
@@ -30,16 +39,35 @@ def to_text(results: list[JobResult]) -> str:
                          + (f" [{d.flag}]" if d.flag else ""))
         for k in r.kselftests:
             lines.append(f"    kselftest {k.target}:{k.test}: {k.status}")
+        if r.directories:
+            lines.append(f"    built directories: {' '.join(r.directories)}")
+        for symbol in r.new_symbols:
+            lines.append(f"    new Kconfig symbol {symbol}")
+        if r.exercises:
+            lines.append(f"    exercises: {', '.join(r.exercises)}")
+        if r.kind == "boot" and r.status != "skip":
+            lines += _coverage_lines(r.coverage)
         if r.fingerprint:
             seen = f" (seen before on {', '.join(c[:12] for c in r.seen_before)})" if r.seen_before else ""
             lines.append(f"    fingerprint {r.fingerprint}{seen}")
         if r.status in ("fail", "error") and r.log:
             lines.append(f"    {'console' if r.kind == 'boot' else 'log'}: {r.log}")
+    first = first_failing_boot(results)
+    if first and sum(r.kind == "boot" for r in results) > 1:
+        where = f"patch {first['patch']}" if first["patch"] is not None else "the head"
+        lines.append(f"first failing boot: {where} {first['commit'][:12]}: {first['fingerprint']}")
     wrapped = []
     for line in lines:   # at most TEXT_WIDTH columns, as the findings above them; paths stay whole
         indent = line[:len(line) - len(line.lstrip())]
         wrapped += wrap(line.strip(), TEXT_WIDTH, indent, indent + "    ", split_words=False)
     return "\n".join(wrapped)
+
+
+def _coverage_lines(functions: list[FunctionCoverage]) -> list[str]:
+    lines = [f"    coverage: {coverage.summary(functions)}"]
+    for patch in sorted({p for f in functions for p in f.patches}):
+        lines.append(f"      patch {patch}: " + "; ".join(f.describe() for f in functions if patch in f.patches))
+    return lines
 
 
 def exit_code(results: list[JobResult]) -> int:

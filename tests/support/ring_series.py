@@ -121,3 +121,36 @@ def make_series(repo: Path, base: str, patches, out: Path) -> Path:
     """The patches mailed by `git format-patch` (with a cover letter) into the directory out."""
     format_patch(repo, base, commit_series(repo, base, patches), out)
     return out
+
+
+# For booting on 6.1 (which has no __ptr_ring_consume_created_space): tun_net_xmit stops the subqueue
+# when its ring is full, and tun_ring_consume() wakes it once a consume made room.
+TUN_STOP_PATCH = (TUN, "tun: stop the subqueue when the tx ring is full", [
+    ("\tif (ptr_ring_produce(&tfile->tx_ring, skb)) {\n\t\tdrop_reason = SKB_DROP_REASON_FULL_RING;\n"
+     "\t\tgoto drop;\n\t}\n",
+     "\tif (ptr_ring_produce(&tfile->tx_ring, skb)) {\n\t\tdrop_reason = SKB_DROP_REASON_FULL_RING;\n"
+     "\t\tgoto drop;\n\t}\n\tif (ptr_ring_full(&tfile->tx_ring))\n\t\tnetif_stop_subqueue(dev, txq);\n"),
+])
+
+
+def tun_wake_patch(read_side: bool):
+    """Wake the stopped subqueue from tun_ring_consume(); `read_side`: inside rcu_read_lock()."""
+    lock, unlock = ("\t\trcu_read_lock();\n", "\t\trcu_read_unlock();\n") if read_side else ("", "")
+    return (TUN, "tun: wake the subqueue when consuming made room", [
+        ("\tptr = __ptr_ring_consume(ring);\n\tspin_unlock(&ring->consumer_lock);\n",
+         "\tptr = __ptr_ring_consume(ring);\n\tspin_unlock(&ring->consumer_lock);\n"
+         "\tif (ptr) {\n\t\tstruct tun_struct *tun;\n\n" + lock
+         + "\t\ttun = rcu_dereference(tfile->tun);\n"
+           "\t\tif (tun && __netif_subqueue_stopped(tun->dev, tfile->queue_index))\n"
+           "\t\t\tnetif_wake_subqueue(tun->dev, tfile->queue_index);\n" + unlock + "\t}\n"),
+    ])
+
+
+def tun_boot_series(wake: str):
+    """The 3-patch tun series for booting: helper, stop when full, then the wake `wake` says:
+    "rcu" (inside a read-side section), "bare" (rcu_dereference outside one) or "none" (no wake patch:
+    the stop has no matching wake)."""
+    patches = [tun_patch(TUN_HELPER), TUN_STOP_PATCH]
+    if wake != "none":
+        patches.append(tun_wake_patch(read_side=wake == "rcu"))
+    return patches

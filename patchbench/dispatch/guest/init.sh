@@ -1,8 +1,10 @@
 #!/bin/sh
-# patchbench guest init: bring up tun, tap, veth (across namespaces) and virtio-net, move packets
-# through each, print one PATCHBENCH-SMOKE status line, run the kselftests the job put under /kselftest
-# (their TAP between begin and end markers) and reboot: QEMU runs with -no-reboot, so that
-# ends it (the tiny kernel has no ACPI to power off with).
+# patchbench guest init: count calls of the functions listed in /patchbench/functions (the function
+# profiler), bring up tun, tap, veth (across namespaces) and virtio-net, move packets through each,
+# run the exercises listed in /patchbench/exercises, print one PATCHBENCH-SMOKE status line, run the
+# kselftests the job put under /kselftest (their TAP between begin and end markers), print the call
+# counts and reboot: QEMU runs with -no-reboot, so that ends it (the tiny kernel has no ACPI to power
+# off with).
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
@@ -12,6 +14,30 @@ mount -t devtmpfs devtmpfs /dev 2>/dev/null
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 ip link set lo up
 [ -c /dev/net/tun ] || { mkdir -p /dev/net; mknod /dev/net/tun c 10 200; }
+coverage_start
+
+TRACING=/sys/kernel/tracing
+coverage_start() {
+	[ -s /patchbench/functions ] && mount -t tracefs tracefs $TRACING || return 0
+	# A name the kernel cannot trace (inlined, notrace, __init) is refused: it is left out. gcc's
+	# clones (name.isra.0, name.constprop.0) are the same function.
+	while read -r f; do
+		echo "$f" >> $TRACING/set_ftrace_filter
+		echo "$f.*" >> $TRACING/set_ftrace_filter
+	done < /patchbench/functions 2>/dev/null
+	# An empty filter would profile every function of the kernel.
+	grep -qv '^#' $TRACING/set_ftrace_filter && echo 1 > $TRACING/function_profile_enabled
+}
+
+coverage_dump() {
+	[ -s /patchbench/functions ] || return 0
+	echo 0 > $TRACING/function_profile_enabled
+	echo PATCHBENCH-COVERAGE-TRACED
+	grep -v '^#' $TRACING/set_ftrace_filter
+	echo PATCHBENCH-COVERAGE-PROFILE
+	cat $TRACING/trace_stat/function*
+	echo PATCHBENCH-COVERAGE-END
+}
 
 finish() {
 	if [ -w /sys/kernel/debug/kmemleak ]; then
@@ -24,6 +50,7 @@ finish() {
 		/kselftest/run_kselftest.sh $(cat /kselftest/patchbench-args) 2>&1
 		echo PATCHBENCH-KSELFTEST-END
 	fi
+	coverage_dump
 	reboot -f
 }
 
@@ -61,6 +88,14 @@ if [ -e /sys/class/net/eth1 ]; then
 	ip addr add 10.12.0.1/24 dev eth0 && ip link set eth0 up
 	nsenter -t $ns -n sh -c 'ip addr add 10.12.0.2/24 dev eth1; ip link set eth1 up'
 	ping -c 3 -W 3 10.12.0.2 || finish "FAIL virtio-net: no reply through the QEMU hub"
+fi
+
+# The exercises chosen for what the series touches.
+if [ -s /patchbench/exercises ]; then
+	while IFS='	' read -r name command; do
+		echo "PATCHBENCH-EXERCISE: $name: $command"
+		$command </dev/null || finish "FAIL exercise $name"
+	done < /patchbench/exercises
 fi
 kill $ns
 finish PASS
