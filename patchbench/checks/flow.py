@@ -42,7 +42,7 @@ import tree_sitter
 from patchbench.checks.model import CallSite, Function, squeeze
 
 State = Hashable
-MAX_STATES = 128          # distinct states kept per program point; more paths are dropped
+MAX_STATES = 128          # distinct states kept per program point; beyond, branch tags are forgotten, then paths dropped
 LOOP_ROUNDS = 4           # a loop body is re-walked until its entry states stop changing, at most this often
 GOTO_ROUNDS = 3           # whole-body walks to settle backward gotos
 # Calls that never return: the path ends there (it is not a return path).
@@ -82,6 +82,11 @@ class Transfer:
     def assign(self, state: State, target: str, value: tree_sitter.Node, function: Function) -> State:
         """`target = value` (declaration or assignment statement), after the calls in value."""
         return state
+
+    def decisive(self, state: State) -> Hashable:
+        """The facts of a state that branch tags exist to keep apart (held locks, for a lock rule):
+        when paths must be merged, the tags that tell these apart are forgotten last."""
+        return frozenset(fact for fact in state if not _is_tag(fact))
 
     def leave_block(self, state: State, block: tree_sitter.Node) -> State:
         """State after control leaves the compound statement `block` (its end, or a return,
@@ -174,7 +179,7 @@ class _Walker:
     def statement(self, node: tree_sitter.Node, states: set) -> set:
         kind = node.type
         if len(states) > MAX_STATES:
-            states = set(sorted(states, key=_state_order)[:MAX_STATES])   # the same ones whatever the hash seed
+            states = _bounded(states, self.transfer)
         if kind in _SKIPPED:
             return states
         if kind == "compound_statement" and self.scoped:
@@ -619,6 +624,41 @@ def _cases(children: list[tree_sitter.Node]) -> list[tree_sitter.Node]:
         else:
             items.append(child)
     return items
+
+
+def _bounded(states: set, transfer: Transfer) -> set:
+    """At most MAX_STATES states. Paths are merged before any is dropped: branch tags are forgotten
+    one condition at a time, first those that tell nothing (the same decisive facts whichever way
+    the condition went, or tagged one way only), so that a tag that separates locked from unlocked
+    paths (`if (frags) mutex_lock()`) outlives the many that only multiply paths; only then are
+    states dropped, the same ones whatever the hash seed."""
+    if all(isinstance(state, frozenset) for state in states):
+        cores: dict[tuple, set] = {}   # (text, truth) -> the decisive facts of the states tagged so
+        for state in states:
+            core = transfer.decisive(state)
+            for fact in state:
+                if _is_tag(fact):
+                    cores.setdefault((fact[1], fact[2]), set()).add(core)
+        texts = sorted({text for text, _ in cores}, key=lambda text: (_separation(cores, text), text))
+        for text in texts:
+            tags = {("branch", text, True), ("branch", text, False)}
+            states = {state - tags for state in states}
+            if len(states) <= MAX_STATES:
+                return states
+    return set(sorted(states, key=_state_order)[:MAX_STATES])
+
+
+def _separation(cores: dict, text: str) -> float:
+    """How well the condition `text` tells decisive facts apart: 0 when both ways reach the same
+    ones (or one way is never tagged), 1 when none is reached both ways."""
+    true, false = cores.get((text, True), set()), cores.get((text, False), set())
+    if not true or not false:
+        return 0.0
+    return len(true ^ false) / len(true | false)
+
+
+def _is_tag(fact) -> bool:
+    return isinstance(fact, tuple) and len(fact) == 3 and fact[0] == "branch"
 
 
 def _state_order(state: State) -> tuple:

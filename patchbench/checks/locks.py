@@ -10,6 +10,12 @@ Facts (in frozenset states):
   enclosing block) or `scoped_guard(k, &l) { }` (for its block): `leave_block` releases it there,
   on every way out of the block, so a guard never reaches a caller.
 - ("released", key): taken and released again on this path.
+- ("stale", variable): the variable that named a held lock was given another value (`sk =
+  ERR_PTR(-EBUSY)` after `lock_sock(sk)`): the lock is held on as `key'`, a lock no expression
+  names any more, and a release through the variable releases something else.
+- ("value", variable, constant) (with `values=True`): the variable was last assigned a constant
+  here (`err = -EINVAL`, `p = NULL`, `ret = 0`; error codes as "-E"), for rules that judge what a
+  return reports.
 
 `LockTransfer(model, summaries)` also gives calls of in-file functions their summarised effect:
 a callee that exits holding a lock on every path (a lock wrapper) takes it for its caller, and one
@@ -23,7 +29,7 @@ import re
 import tree_sitter
 
 from patchbench.checks import callindex, flow, kfacts
-from patchbench.checks.model import CallSite, FileModel, Function
+from patchbench.checks.model import CallSite, FileModel, Function, squeeze
 
 
 LockOp = kfacts.LockOp
@@ -77,13 +83,17 @@ def annotated_keys(model: FileModel, function: Function, *names: str) -> frozens
 
 
 class LockTransfer(flow.Transfer):
-    """Held-lock semantics of calls; pass `summaries` (name -> summaries.Summary) for in-file callees."""
+    """Held-lock semantics of calls; pass `summaries` (name -> summaries.Summary) for in-file
+    callees, `values=True` to track constants assigned to variables."""
 
     correlate_branches = True
 
-    def __init__(self, model: FileModel, summaries: dict | None = None):
+    def __init__(self, model: FileModel, summaries: dict | None = None, values: bool = False):
         self.model = model
         self.summaries = summaries if summaries is not None else {}
+        self.values = values
+        self._named: dict[Function, dict[str, set[str]]] = {}   # variable -> keys of locks it names
+        self._returned: dict[Function, set[str]] = {}
         self._ops: dict[CallSite, tuple[LockOp, str] | None] = {}
         self._tested: dict[tuple[Function, str], str] = {}   # (function, tested text) -> its key
         self._blocks: dict[CallSite, int] = {}   # guard call -> start byte of the block it holds for
@@ -128,6 +138,11 @@ class LockTransfer(flow.Transfer):
         op, key = found
         if call in self._blocks:
             return state | {("held", key), ("scope", self._blocks[call], key)}
+        variable = _root(call.args[op.argument]) if op.key != "global" else None
+        if ("stale", variable) in state:
+            if op.action != "release":   # the variable names a new lock from here on
+                return self.apply(state - {("stale", variable)}, op, key)
+            return self.apply(state, op, key, renamed=True)
         return self.apply(state, op, key)
 
     def wrapped(self, call: CallSite) -> list[tuple[LockOp, str]]:
@@ -137,7 +152,8 @@ class LockTransfer(flow.Transfer):
             self._wrapped[call] = wrapped_ops(self.model, self.function_of(call), call)
         return self._wrapped[call]
 
-    def apply(self, state: frozenset, op: LockOp, key: str) -> frozenset:
+    def apply(self, state: frozenset, op: LockOp, key: str, renamed: bool = False) -> frozenset:
+        """The operation's effect; `renamed`: its variable no longer names the lock it named."""
         if op.action in ("acquire", "try_fail"):
             return state | {("held", key)} | self.implied(op, key)
         if op.action == "assert":
@@ -149,7 +165,7 @@ class LockTransfer(flow.Transfer):
             left = next((fact for fact in state if fact[0] == "implied" and fact[1] == key), None)
             if left is not None:   # spin_lock_bh(); spin_unlock(); local_bh_enable();
                 return state - {left}
-            same = self.same_object(state, op, key)
+            same = None if renamed else self.same_object(state, op, key)
             if same is not None:
                 return (state - {("held", same)}) | {("released", same)}
             return state | {("caller", key)}
@@ -172,6 +188,59 @@ class LockTransfer(flow.Transfer):
         """("implied", "bh", key): softirqs disabled by spin_lock_bh(&key), until spin_unlock_bh()
         or, after a plain spin_unlock(), local_bh_enable()."""
         return frozenset({("implied", op.implies, key)}) if op.implies else frozenset()
+
+    def decisive(self, state: frozenset) -> frozenset:
+        return frozenset(fact for fact in state if fact[0] == "held")
+
+    def assign(self, state: frozenset, target: str, value, function: Function) -> frozenset:
+        text = squeeze(value.text.decode("utf-8", "replace"))
+        if self.values:
+            state = frozenset(f for f in state if not (f[0] == "value" and f[1] == target))
+            constant = _constant(text)
+            if constant is not None and target in self.returned(function):
+                state = state | {("value", target, constant)}
+        keys = self.named_by(function).get(target)
+        if not keys or _ACCESS_PATH.match(text):   # `p = p->next`, `sk = sock->sk`: may be the same
+            return state
+        for key in keys:
+            if ("held", key) in state:
+                moved = {f for f in state if f[0] in ("held", "implied") and f[-1] == key}
+                state = (state - moved) | {f[:-1] + (key + "'",) for f in moved} | {("stale", target)}
+        return state
+
+    def returned(self, function: Function) -> set[str]:
+        """Variables the function returns (`return err;`) and changes only by plain assignments
+        (the walk is not told of `n++` or `n += k`): those whose constants are worth knowing."""
+        if function not in self._returned:
+            returned, updated = set(), set()
+            pending = [function.body]
+            while pending:
+                node = pending.pop()
+                if node.type == "return_statement" and node.named_child_count == 1 and \
+                        node.named_children[0].type == "identifier":
+                    returned.add(self.model.text(node.named_children[0]))
+                elif node.type == "update_expression":
+                    updated.add(squeeze(self.model.text(node.child_by_field_name("argument"))))
+                elif node.type == "assignment_expression" and \
+                        node.child_by_field_name("operator").type != "=":
+                    updated.add(squeeze(self.model.text(node.child_by_field_name("left"))))
+                pending.extend(node.named_children)
+            self._returned[function] = returned - updated
+        return self._returned[function]
+
+    def named_by(self, function: Function) -> dict[str, set[str]]:
+        """variable -> the keys of the locks the function takes through it (`lock_sock(sk)`)."""
+        if function not in self._named:
+            named: dict[str, set[str]] = {}
+            for call in function.calls:
+                found = self.op(call)
+                if found is not None and found[0].action != "release" and found[0].key != "global" \
+                        and call not in self._blocks and found[0].argument < len(call.args):
+                    variable = _root(call.args[found[0].argument])
+                    if variable:
+                        named.setdefault(variable, set()).add(found[1])
+            self._named[function] = named
+        return self._named[function]
 
     def assume(self, state: frozenset, call: CallSite, truth: bool) -> frozenset:
         found = self.op(call)
@@ -222,6 +291,20 @@ class LockTransfer(flow.Transfer):
 
 _ROOT = re.compile(r"^(&?\(?)([A-Za-z_]\w*)")
 _ACCESS_PATH = re.compile(r"^&?[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*|\[[^\]]*\])*$")
+_CONSTANT = re.compile(r"^(-?\d+|NULL|true|false|ERR_PTR\(.*\)|-E[A-Z0-9_]+)$")
+
+
+def _root(argument: str) -> str | None:
+    """The variable an argument starts from (`&sk->sk_lock` -> "sk")."""
+    match = _ROOT.match(argument)
+    return match.group(2) if match else None
+
+
+def _constant(text: str) -> str | None:
+    """A constant's text as the return judges it (any error code as "-E"), None for others."""
+    if not _CONSTANT.match(text):
+        return None
+    return "-E" if text.startswith("-E") else "ERR_PTR()" if text.startswith("ERR_PTR(") else text
 
 
 def wrapped_ops(model: FileModel, function: Function | None, call: CallSite) -> list[tuple[LockOp, str]]:

@@ -66,7 +66,7 @@ def check(model: FileModel) -> Iterable[Finding]:
     if not names:
         return []
     results = summaries.solve(model, names | locks.lock_functions(model),
-                              lambda s: locks.LockTransfer(model, s),
+                              lambda s: locks.LockTransfer(model, s, values=True),
                               precondition=lambda f: _precondition(model, f), inherit=None,
                               report=names)
     findings = []
@@ -216,6 +216,8 @@ def _outcome(kind: str, node, state: frozenset) -> str | None:
     for truth in (False, True):
         if ("branch", value, truth) in state:   # zero is success for an int, failure otherwise
             return "success" if (kind == "int") != truth else "failure"
+    # `err = -EBUSY; goto out;` ... `return err;`: the constant last assigned on this path
+    value = next((fact[2] for fact in state if fact[0] == "value" and fact[1] == value), value)
     if _FAILURE.match(value) or (kind in ("bool", "pointer") and value == "0"):
         return "failure"
     if kind == "bool":
@@ -234,6 +236,7 @@ def _returned(node) -> str | None:
 
 def _spelling(model: FileModel, function: Function, key: str) -> str:
     """How the source names the lock: the argument text of its first acquisition."""
+    key = key.rstrip("'")   # held on after its variable was reassigned
     transfer = locks.LockTransfer(model)
     for call in function.calls:
         found = transfer.op(call)
