@@ -94,6 +94,7 @@ class LockTransfer(flow.Transfer):
         self.values = values
         self._named: dict[Function, dict[str, set[str]]] = {}   # variable -> keys of locks it names
         self._returned: dict[Function, set[str]] = {}
+        self._returns_locked: dict[str, tuple] = {}   # callee -> (its summary, returns_locked())
         self._ops: dict[CallSite, tuple[LockOp, str] | None] = {}
         self._tested: dict[tuple[Function, str], str] = {}   # (function, tested text) -> its key
         self._blocks: dict[CallSite, int] = {}   # guard call -> start byte of the block it holds for
@@ -245,6 +246,11 @@ class LockTransfer(flow.Transfer):
     def assume(self, state: frozenset, call: CallSite, truth: bool) -> frozenset:
         found = self.op(call)
         if found is None:
+            summary = self.summaries.get(call.name)
+            if summary is not None and call.name != call.function:
+                for key, when in self.returns_locked(summary):
+                    if truth == when:   # `chan = l2cap_get_chan_by_scid(); if (!chan)`
+                        state = state | {("held", self.model.at_call_site(key, summary.function, call))}
             return state
         if call in self._blocks:   # scoped_cond_guard() failed: its block is skipped unlocked
             return state if truth else self.leave_block(state, guard_call(call)[2])
@@ -271,6 +277,24 @@ class LockTransfer(flow.Transfer):
             self._tested[found] = self.model.canonical(function, expression)
         return state - {("held", self._tested[found])}
 
+    def returns_locked(self, summary) -> list[tuple[str, bool]]:
+        """(key, truth) of each lock a function returns holding exactly when its result is nonzero
+        (truth) or zero: a lookup that returns its object locked, NULL (unlocked) when it fails."""
+        cached = self._returns_locked.get(summary.function.name)
+        if cached is not None and cached[0] is summary:
+            return cached[1]
+        found = []
+        exits = [(returned_truth(node, state), state) for node, state in summary.result.returns]
+        keys = {fact[1] for _, state in exits for fact in state if fact[0] == "held"} \
+            - {fact[1] for fact in summary.entry if fact[0] == "held"}
+        for key in sorted(keys):
+            holding = {truth for truth, state in exits if ("held", key) in state}
+            others = {truth for truth, state in exits if ("held", key) not in state}
+            if len(holding) == 1 and None not in holding and others == {not next(iter(holding))}:
+                found.append((key, next(iter(holding))))
+        self._returns_locked[summary.function.name] = (summary, found)
+        return found
+
     def callee_effect(self, state: frozenset, call: CallSite) -> frozenset:
         """A callee that exits holding a lock on every path takes it; one that releases a lock
         its caller took, on every path, releases it."""
@@ -292,6 +316,35 @@ class LockTransfer(flow.Transfer):
 _ROOT = re.compile(r"^(&?\(?)([A-Za-z_]\w*)")
 _ACCESS_PATH = re.compile(r"^&?[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*|\[[^\]]*\])*$")
 _CONSTANT = re.compile(r"^(-?\d+|NULL|true|false|ERR_PTR\(.*\)|-E[A-Z0-9_]+)$")
+
+
+def returned_text(node: tree_sitter.Node) -> str | None:
+    """The returned expression's text without spaces (None for `return;` or falling off the end)."""
+    if node.type != "return_statement" or node.named_child_count == 0:
+        return None
+    return squeeze(node.named_children[0].text.decode("utf-8", "replace"))
+
+
+def returned(node: tree_sitter.Node, state: frozenset) -> str | None:
+    """What a return returns on this path: the constant last assigned to a returned variable
+    (see ("value", ...)), else the expression's text."""
+    text = returned_text(node)
+    return next((fact[2] for fact in state if fact[0] == "value" and fact[1] == text), text)
+
+
+def returned_truth(node: tree_sitter.Node, state: frozenset) -> bool | None:
+    """Whether a return gives a nonzero value on this path, when the path tested it
+    (`if (c) lock(c); return c;`) or it is a constant; None when unknown."""
+    text = returned_text(node)
+    if text is None:
+        return None
+    for truth in (False, True):
+        if ("branch", text, truth) in state:
+            return truth
+    value = returned(node, state)
+    if value in ("0", "NULL", "false"):
+        return False
+    return True if _CONSTANT.match(value) else None
 
 
 def _root(argument: str) -> str | None:

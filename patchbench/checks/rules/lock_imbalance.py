@@ -21,7 +21,7 @@ from typing import Iterable
 
 from patchbench.checks import engine, kfacts, locks, summaries
 from patchbench.checks.finding import Finding
-from patchbench.checks.model import FileModel, Function, squeeze
+from patchbench.checks.model import FileModel, Function
 
 ID = "lock-imbalance"
 SEVERITY = "error"
@@ -210,14 +210,13 @@ def _return_kind(model: FileModel, function: Function) -> str:
 def _outcome(kind: str, node, state: frozenset) -> str | None:
     """Whether a return reports success or failure on this path; None when it cannot be told.
     A value tested on the way (`if (!p) { unlock; }` then `return p;`) is known on each path."""
-    value = _returned(node)
+    value = locks.returned_text(node)
     if value is None:
         return None
     for truth in (False, True):
         if ("branch", value, truth) in state:   # zero is success for an int, failure otherwise
             return "success" if (kind == "int") != truth else "failure"
-    # `err = -EBUSY; goto out;` ... `return err;`: the constant last assigned on this path
-    value = next((fact[2] for fact in state if fact[0] == "value" and fact[1] == value), value)
+    value = locks.returned(node, state)   # `err = -EBUSY; goto out;` ... `return err;`
     if _FAILURE.match(value) or (kind in ("bool", "pointer") and value == "0"):
         return "failure"
     if kind == "bool":
@@ -227,19 +226,13 @@ def _outcome(kind: str, node, state: frozenset) -> str | None:
     return "success" if re.fullmatch(r"\d+", value) else None
 
 
-def _returned(node) -> str | None:
-    """The returned expression's text without spaces (None for `return;` or falling off the end)."""
-    if node.type != "return_statement" or node.named_child_count == 0:
-        return None
-    return squeeze(node.named_children[0].text.decode("utf-8", "replace"))
-
-
 def _spelling(model: FileModel, function: Function, key: str) -> str:
     """How the source names the lock: the argument text of its first acquisition."""
     key = key.rstrip("'")   # held on after its variable was reassigned
     transfer = locks.LockTransfer(model)
     for call in function.calls:
         found = transfer.op(call)
-        if (found and found[1] == key) or any(k == key for _, k in transfer.wrapped(call)):
+        if (found and found[1] == key and found[0].action != "release") or \
+                any(k == key and op.action != "release" for op, k in transfer.wrapped(call)):
             return f"{call.name}({', '.join(call.args)})"
-    return key
+    return key   # taken by an in-file callee that returns it held
