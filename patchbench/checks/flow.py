@@ -39,6 +39,7 @@ from typing import Hashable, Iterable
 
 import tree_sitter
 
+from patchbench.checks import kfacts
 from patchbench.checks.model import CallSite, Function, squeeze
 
 State = Hashable
@@ -58,7 +59,8 @@ class Transfer:
     (or leave by break, goto or return), tags them with
     ("branch", "x", True/False); a later `if (x)` sends each tagged state down its own branch only,
     so `if (lock) spin_lock(l); ... if (lock) spin_unlock(l);` is balanced. Assigning a variable
-    named in x, or passing its address to a call, drops its tags; `x = true/false/NULL` tags it.
+    named in x, or passing its address to a call, drops its tags; `x = true/false/NULL` tags it
+    (and adds ("set", "x"): the path knows x from its own assignment, not only from a test).
     """
 
     correlate_branches = False
@@ -123,13 +125,12 @@ def intersection(states: Iterable[frozenset]) -> frozenset:
     return frozenset.intersection(*states)
 
 
-# Calls that are compile-time constants: conditions made of them can be correlated.
-# Calls that read without changing anything a later test of the same condition would see.
-_CONSTANT_MACROS = frozenset({"IS_ENABLED", "IS_BUILTIN", "IS_MODULE", "IS_REACHABLE",
-                              "static_branch_likely", "static_branch_unlikely", "static_key_enabled",
-                              "static_key_false", "static_key_true", "test_bit", "in_softirq",
-                              "in_interrupt", "in_irq", "in_task", "in_serving_softirq",
-                              "smp_processor_id", "raw_smp_processor_id"})
+@lru_cache(maxsize=1)
+def _stable_queries() -> frozenset[str]:
+    """Calls that answer the same within a function (kernel facts table, [flow])."""
+    return kfacts.names("flow", "stable_queries")
+
+
 # Names of calls that only answer a question about their argument (mlx4_is_mfunc(dev)).
 _PREDICATE = re.compile(r"(^|_)(is|has|can|should|needs?|uses?)_|_(enabled|supported|capable)$")
 _KNOWN_TRUTH = {"true": True, "1": True, "false": False, "0": False, "NULL": False}
@@ -383,7 +384,8 @@ class _Walker:
         node, truth = _unwrap(condition), True
         while node.type == "unary_expression" and self.operator(node) == "!":
             node, truth = _unwrap(node.child_by_field_name("argument")), not truth
-        if any(c.name not in _CONSTANT_MACROS and not _PREDICATE.search(c.name)
+        stable = _stable_queries()
+        if any(c.name not in stable and not _PREDICATE.search(c.name)
                for c in self.function.calls_within(node)):
             return None
         text = squeeze(self.text(node))
@@ -476,21 +478,24 @@ class _Walker:
                         states = self.forget(self.text(target), states)
                     continue
                 left = assignment.child_by_field_name("left")
-                states = self.assign(self.text(left), assignment.child_by_field_name("right"), states,
+                states = self.assign(squeeze(self.text(left)), assignment.child_by_field_name("right"), states,
                                      plain=self.operator(assignment) == "=")
         return states
 
     def assignments(self, node: tree_sitter.Node) -> list[tree_sitter.Node]:
-        """`x = value`, `x += v` and `x++` at the top of an expression statement (or a comma list)."""
+        """`x = value`, `p->f = value`, `x += v` and `x++` at the top of an expression statement
+        (or a comma list); `p->flags |= bit` is left alone (a test of another bit still holds)."""
         found = []
         pending = [node]
         while pending:
             current = pending.pop()
             if current.type in ("expression_statement", "parenthesized_expression", "comma_expression"):
                 pending.extend(current.named_children)
-            elif current.type == "assignment_expression" and \
-                    current.child_by_field_name("left").type == "identifier":
-                found.append(current)
+            elif current.type == "assignment_expression" and (
+                    current.child_by_field_name("left").type == "identifier" or
+                    (current.child_by_field_name("left").type == "field_expression"
+                     and self.operator(current) == "=")):
+                found.append(current)   # `priv->pending = true;`: a flag a later test reads
             elif current.type == "update_expression" and current.child_by_field_name("argument") is not None \
                     and current.child_by_field_name("argument").type == "identifier":
                 found.append(current)
@@ -525,7 +530,7 @@ class _Walker:
             known = _KNOWN_TRUTH.get(squeeze(self.text(inner))) if plain else None
             if known is not None:   # `locked = true;`: a later `if (locked)` knows its branch
                 self.tag_texts.add(target)
-                states = {state | {("branch", target, known)} for state in states}
+                states = {state | {("branch", target, known), ("set", target)} for state in states}
         return {self.transfer.assign(state, target, value, self.function) for state in states}
 
     def iterator_variables(self, condition: tree_sitter.Node) -> list[str]:
@@ -539,8 +544,8 @@ class _Walker:
         """Drop the branch tags of conditions that mention `variable` (it changed)."""
         word = _word(variable)
         # the tags that name it, from the few texts tagged in this walk, not from every fact
-        stale = {("branch", text, truth) for text in self.tag_texts
-                 if variable in text and word.search(text) for truth in (True, False)}
+        stale = {fact for text in self.tag_texts if variable in text and word.search(text)
+                 for fact in (("branch", text, True), ("branch", text, False), ("set", text))}
         if not stale:
             return set(states)
         return {state if stale.isdisjoint(state) else state - stale for state in states}
@@ -641,7 +646,7 @@ def _bounded(states: set, transfer: Transfer) -> set:
                     cores.setdefault((fact[1], fact[2]), set()).add(core)
         texts = sorted({text for text, _ in cores}, key=lambda text: (_separation(cores, text), text))
         for text in texts:
-            tags = {("branch", text, True), ("branch", text, False)}
+            tags = {("branch", text, True), ("branch", text, False), ("set", text)}
             states = {state - tags for state in states}
             if len(states) <= MAX_STATES:
                 return states

@@ -10,7 +10,7 @@ Facts (in frozenset states):
   enclosing block) or `scoped_guard(k, &l) { }` (for its block): `leave_block` releases it there,
   on every way out of the block, so a guard never reaches a caller.
 - ("released", key): taken and released again on this path.
-- ("stale", variable): the variable that named a held lock was given another value (`sk =
+- ("stale", variable): the variable that named a held lock was given a constant (`sk =
   ERR_PTR(-EBUSY)` after `lock_sock(sk)`): the lock is held on as `key'`, a lock no expression
   names any more, and a release through the variable releases something else.
 - ("value", variable, constant) (with `values=True`): the variable was last assigned a constant
@@ -201,7 +201,9 @@ class LockTransfer(flow.Transfer):
             if constant is not None and target in self.returned(function):
                 state = state | {("value", target, constant)}
         keys = self.named_by(function).get(target)
-        if not keys or _ACCESS_PATH.match(text):   # `p = p->next`, `sk = sock->sk`: may be the same
+        # only a constant (`sk = ERR_PTR(-EBUSY)`, `p = NULL`) surely names no lock: `p = p->next`,
+        # `sk = sock->sk` or `c = lookup()` may name the same one; a declaration is a new variable
+        if not keys or _constant(text) is None or value.parent.type == "init_declarator":
             return state
         for key in keys:
             if ("held", key) in state:
@@ -211,7 +213,8 @@ class LockTransfer(flow.Transfer):
 
     def returned(self, function: Function) -> set[str]:
         """Variables the function returns (`return err;`) and changes only by plain assignments
-        (the walk is not told of `n++` or `n += k`): those whose constants are worth knowing."""
+        (the walk is not told of `n++`, `n += k`, `foo(&n)` or an iterator's cursor): those whose
+        constants are worth knowing."""
         if function not in self._returned:
             returned, updated = set(), set()
             pending = [function.body]
@@ -225,12 +228,18 @@ class LockTransfer(flow.Transfer):
                 elif node.type == "assignment_expression" and \
                         node.child_by_field_name("operator").type != "=":
                     updated.add(squeeze(self.model.text(node.child_by_field_name("left"))))
+                elif node.type == "pointer_expression" and node.parent is not None and \
+                        node.parent.type == "argument_list":   # foo(&err) may set it
+                    updated.add(squeeze(self.model.text(node.child_by_field_name("argument"))))
+                elif node.type == "comma_expression" and node.parent is not None and \
+                        node.parent.type == "parenthesized_expression":   # an iterator head sets its cursor
+                    updated.update(self.model.text(n) for n in node.named_children if n.type == "identifier")
                 pending.extend(node.named_children)
             self._returned[function] = returned - updated
         return self._returned[function]
 
     def named_by(self, function: Function) -> dict[str, set[str]]:
-        """variable -> the keys of the locks the function takes through it (`lock_sock(sk)`)."""
+        """variable -> the keys of the locks the function takes through it alone (`lock_sock(sk)`)."""
         if function not in self._named:
             named: dict[str, set[str]] = {}
             for call in function.calls:
@@ -240,7 +249,14 @@ class LockTransfer(flow.Transfer):
                     variable = _root(call.args[found[0].argument])
                     if variable:
                         named.setdefault(variable, set()).add(found[1])
-            self._named[function] = named
+            # keys are typed paths: two variables of one type taking their locks name one key,
+            # and reassigning either says nothing of which is held
+            shared = {key for keys in named.values() for key in keys
+                      if sum(key in other for other in named.values()) > 1}
+            # `prev = p; p = next(p);`: the lock taken through p is still named by prev
+            copied = _copied(self.model, function)
+            self._named[function] = {variable: keys - shared for variable, keys in named.items()
+                                     if variable not in copied}
         return self._named[function]
 
     def assume(self, state: frozenset, call: CallSite, truth: bool) -> frozenset:
@@ -316,6 +332,19 @@ class LockTransfer(flow.Transfer):
 _ROOT = re.compile(r"^(&?\(?)([A-Za-z_]\w*)")
 _ACCESS_PATH = re.compile(r"^&?[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*|\[[^\]]*\])*$")
 _CONSTANT = re.compile(r"^(-?\d+|NULL|true|false|ERR_PTR\(.*\)|-E[A-Z0-9_]+)$")
+
+
+def _copied(model: FileModel, function: Function) -> set[str]:
+    """The variables the function copies into another (`prev = p;`, `T *q = p;`)."""
+    found, pending = set(), [function.body]
+    while pending:
+        node = pending.pop()
+        value = node.child_by_field_name("right") if node.type == "assignment_expression" else \
+            node.child_by_field_name("value") if node.type == "init_declarator" else None
+        if value is not None and value.type == "identifier":
+            found.add(model.text(value))
+        pending.extend(node.named_children)
+    return found
 
 
 def returned_text(node: tree_sitter.Node) -> str | None:

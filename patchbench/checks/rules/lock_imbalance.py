@@ -21,7 +21,7 @@ from typing import Iterable
 
 from patchbench.checks import engine, kfacts, locks, summaries
 from patchbench.checks.finding import Finding
-from patchbench.checks.model import FileModel, Function
+from patchbench.checks.model import FileModel, Function, squeeze
 
 ID = "lock-imbalance"
 SEVERITY = "error"
@@ -90,7 +90,10 @@ def _check_function(model: FileModel, summary: summaries.Summary) -> list[Findin
               if fact[0] == "held" and ("caller", fact[1]) not in state and fact[1] not in _UNREPORTED}
     findings = []
     for key in sorted(leaked):
-        holding = [(node, state) for node, state in exits if ("held", key) in state]
+        # a return where the lock is the caller's (asserted held: ASSERT_RTNL() on the paths that
+        # did not take it) neither leaks nor releases it
+        holding = [(node, state) for node, state in exits
+                   if ("held", key) in state and ("caller", key) not in state]
         releasing = [(node, state) for node, state in exits if ("held", key) not in state]
         if _intended(model, function, key, holding, releasing):
             continue
@@ -132,15 +135,46 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Findi
         # earlier release is the one reported). Only the error-path shape is reported: a release
         # under a label that a path reaches without ever having taken the lock; loops and
         # correlated conditions the walk cannot follow leave other shapes too uncertain.
+        flags = _flag_guards(model, function, call)
         if _on_labelled_exit(function, call) and any(
                 ("held", key) not in state and ("caller", key) not in state and ("released", key) not in state
-                and not any(fact[0] == "implied" and fact[1] == key for fact in state) for state in states):
+                and not any(fact[0] == "implied" and fact[1] == key for fact in state)
+                and all(("set", flag) in state for flag in flags)
+                for state in states):
             reported.add(key)
             findings.append(engine.finding(
                 engine.rule(ID), model, call.node, function.name,
                 f"{call.name}({', '.join(call.args)}) releases a lock {function.name}() takes, on a "
                 "path where it was not taken (or was released already)"))
     return findings
+
+
+def _flag_guards(model: FileModel, function: Function, call) -> set[str]:
+    """The conditions guarding the call that are flags the function sets (`if (tx->pending_close)
+    spin_unlock(...)` with `tx->pending_close = true;` where the lock is kept): a path that reaches
+    the call without having set the flag (it left before any assignment; the test alone tagged
+    it) says nothing of the lock."""
+    guards = set()
+    node = call.node
+    while node is not None and node != function.body:
+        parent = node.parent
+        if parent is not None and parent.type == "if_statement" and \
+                node == parent.child_by_field_name("consequence"):
+            text = squeeze(model.text(parent.child_by_field_name("condition"))).strip("()").lstrip("!")
+            guards.add(text)
+        node = parent
+    return guards & _assigned(model, function)
+
+
+def _assigned(model: FileModel, function: Function) -> set[str]:
+    """Texts (without spaces) of the variables and fields the function assigns."""
+    found, pending = set(), [function.body]
+    while pending:
+        node = pending.pop()
+        if node.type == "assignment_expression":
+            found.add(squeeze(model.text(node.child_by_field_name("left"))))
+        pending.extend(node.named_children)
+    return found
 
 
 def _on_labelled_exit(function: Function, call) -> bool:
