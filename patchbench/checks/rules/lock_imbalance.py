@@ -38,7 +38,10 @@ _PAIRED_FIELD = re.compile(r"pre|start|next|lock|begin|prepare|init|get|enter|ac
 # "Returns with the lock held", "leaves rtnl locked": the function comment says it is meant.
 _DOCUMENTED = re.compile(r"\b(returns?|exits?|leaves?|left)\b[^.]{0,60}\b(held|locked)\b", re.IGNORECASE)
 _UNREPORTED = frozenset({"irq", "preempt"})
+_FLAVOURS = frozenset({"bh", "irq"})   # what a spin_lock_bh()/_irq() disables until its own unlock
+_EXCLUSIVE = frozenset({"spin", "mutex", "rwlock", "rwsem", "rtnl", "netdev", "devl", "wiphy", "sock"})
 _GLOBAL_KEYS = frozenset(op.kind for op in kfacts.lock_ops().values() if op.key == "global")
+_SECTIONS = frozenset({"rcu", "rcu_bh", "rcu_sched"})
 _FAILURE = re.compile(r"^(NULL|false|ERR_PTR\(.*\)|-E\w+|-\d+)$")
 
 
@@ -103,7 +106,50 @@ def _check_function(model: FileModel, summary: summaries.Summary) -> list[Findin
             engine.rule(ID), model, node, function.name,
             f"{spelled} taken in {function.name}() is still held at this return"
             + (" (released on other paths)" if releasing else "")))
+    # spin_lock_bh() released by spin_unlock() (and no local_bh_enable()): softirqs stay off
+    flavours = {(fact[1], fact[2]) for _, state in exits for fact in state
+                if fact[0] == "implied" and fact[1] in _FLAVOURS and ("held", fact[2]) not in state}
+    for implied, key in sorted(flavours):
+        node = min((n for n, state in exits if ("implied", implied, key) in state), key=lambda n: n.start_byte)
+        findings.append(engine.finding(
+            engine.rule(ID), model, node, function.name,
+            f"{_spelling(model, function, key)} in {function.name}() is released by an unlock of "
+            f"another flavour: {'softirqs' if implied == 'bh' else 'interrupts'} stay disabled at this return"))
+    return findings + _double_locks(model, summary)
+
+
+def _double_locks(model: FileModel, summary: summaries.Summary) -> list[Finding]:
+    """An exclusive lock taken again on a path that holds it since this function took it: a
+    self-deadlock. Only a lock the function always names the same way (one argument text, never
+    a _nested class, never a reader), so that two objects of one type are not one lock."""
+    function = summary.function
+    transfer = locks.LockTransfer(model)
+    spelled: dict[str, set[str]] = {}
+    for call in function.calls:
+        found = transfer.op(call)
+        if found is not None and found[0].action in ("acquire", "try", "try_fail"):
+            spelled.setdefault(found[1], set()).add(call.args[found[0].argument] if found[0].key != "global"
+                                                    else call.name)
+    findings, reported = [], set()
+    for call in function.calls:
+        found = transfer.op(call)
+        if found is None or found[0].action != "acquire" or found[1] in reported or \
+                len(spelled.get(found[1], ())) != 1 or not _exclusive(call.name, found[0]):
+            continue
+        key = found[1]
+        if any(("held", key) in state and ("caller", key) not in state
+               for state in summary.result.states_at(call)):
+            reported.add(key)
+            findings.append(engine.finding(
+                engine.rule(ID), model, call.node, function.name,
+                f"{call.name}({', '.join(call.args)}) takes a lock {function.name}() already holds "
+                "on this path: it deadlocks"))
     return findings
+
+
+def _exclusive(spelling: str, op) -> bool:
+    """A lock a second acquisition waits for: not a reader, a nesting counter or a _nested class."""
+    return op.kind in _EXCLUSIVE and "read" not in spelling and "nest" not in spelling
 
 
 def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Finding]:
@@ -119,10 +165,11 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Findi
         if found is not None and found[0].action != "assert":
             first.setdefault(found[1], found[0].action)
     # a lock first released, then taken again (sch_direct_xmit's root_lock) is the caller's
-    # global states (RTNL, readers, BH) are often the caller's even when taken on another path here
-    # (em_text_change: rtnl_unlock() of the caller's RTNL, or its own after a retry): named locks only
+    # global states (RTNL, BH) are often the caller's even when taken on another path here
+    # (em_text_change: rtnl_unlock() of the caller's RTNL, or its own after a retry): named locks
+    # and RCU read-side sections only (a section the function opens first is its own)
     taken = {key for key, action in first.items() if action in ("acquire", "try", "try_fail")
-             and key not in _GLOBAL_KEYS}
+             and (key not in _GLOBAL_KEYS or key in _SECTIONS)}
     findings = []
     reported = set()
     for call in function.calls:
@@ -133,11 +180,12 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Findi
         states = summary.result.states_at(call)
         # ("caller", key): held on entry, asserted, or released unheld earlier on this path (the
         # earlier release is the one reported). Only the error-path shape is reported: a release
-        # under a label that a path reaches without ever having taken the lock; loops and
-        # correlated conditions the walk cannot follow leave other shapes too uncertain.
+        # under a label that a path reaches without holding the lock (never taken, or released
+        # already); loops and correlated conditions the walk cannot follow leave other shapes
+        # too uncertain.
         flags = _flag_guards(model, function, call)
         if _on_labelled_exit(function, call) and any(
-                ("held", key) not in state and ("caller", key) not in state and ("released", key) not in state
+                ("held", key) not in state and ("caller", key) not in state
                 and not any(fact[0] == "implied" and fact[1] == key for fact in state)
                 and all(("set", flag) in state for flag in flags)
                 for state in states):
