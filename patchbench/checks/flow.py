@@ -336,12 +336,6 @@ class _Walker:
             self.tag_texts.add(text)
             taken = {_tagged(state, text, truth) for state in taken}
             not_taken = {_tagged(state, text, not truth) for state in not_taken}
-        # `if (!frags && can_build(...))` taken says frags is false; `if (a || b)` not taken,
-        # that a and b are: tagged too, so that a later `if (frags)` knows its branch
-        for part, (text, truth) in self.implied_tags(condition, True):
-            taken = {_tagged(state, text, truth) for state in taken}
-        for part, (text, truth) in self.implied_tags(condition, False):
-            not_taken = {_tagged(state, text, truth) for state in not_taken}
         consequence = node.child_by_field_name("consequence")
         out = self.statement(consequence, taken)
         if self.scoped and consequence.type != "compound_statement":   # scoped_guard(k, &l) stmt;
@@ -356,26 +350,6 @@ class _Walker:
             if untagged_out == untagged_not_taken:
                 return untagged_out   # the branches agree: forget the test
         return out | not_taken
-
-    def implied_tags(self, condition: tree_sitter.Node | None, outcome: bool) -> list:
-        """(part, its tag) for the call-free parts of an && (outcome True) or || (outcome False)
-        condition, each part's tag saying what that outcome implies of it."""
-        if not self.transfer.correlate_branches or condition is None:
-            return []
-        node = _unwrap(condition)
-        operator = "&&" if outcome else "||"
-        if node.type != "binary_expression" or self.operator(node) != operator:
-            return []
-        found = []
-        for side in (node.child_by_field_name("left"), node.child_by_field_name("right")):
-            nested = self.implied_tags(side, outcome)
-            tag = self.branch_tag(side) if not nested else None
-            if tag is not None:
-                text, truth = tag
-                self.tag_texts.add(text)
-                nested = [(side, (text, truth if outcome else not truth))]
-            found.extend(nested)
-        return found
 
     def branch_tag(self, condition: tree_sitter.Node | None) -> tuple[str, bool] | None:
         """(text, truth) of a call-free condition, with `!` peeled off; None otherwise."""
@@ -567,12 +541,12 @@ class _Walker:
             operator = self.operator(node)
             left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
             if operator == "&&":
-                left_true, left_false = self.condition(left, states)
-                right_true, right_false = self.condition(right, left_true)
+                left_true, left_false = self.operand(left, states)
+                right_true, right_false = self.operand(right, left_true)
                 return right_true, left_false | right_false
             if operator == "||":
-                left_true, left_false = self.condition(left, states)
-                right_true, right_false = self.condition(right, left_false)
+                left_true, left_false = self.operand(left, states)
+                right_true, right_false = self.operand(right, left_false)
                 return left_true | right_true, right_false
             if operator in ("==", "!=", "<") and self.text(right).strip() in ("0", "NULL", "false"):
                 taken, not_taken = self.condition(left, states)
@@ -601,6 +575,18 @@ class _Walker:
             text = squeeze(self.text(node))
             taken = {self.transfer.test(state, text, True, self.function) for state in taken}
             not_taken = {self.transfer.test(state, text, False, self.function) for state in not_taken}
+        return taken, not_taken
+
+    def operand(self, node: tree_sitter.Node, states: set) -> tuple[set, set]:
+        """condition() of one side of && or ||; a call-free side tags each outcome, so that each
+        way through `if (write && !rtnl_trylock())` knows `write` later (`if (write) unlock`)."""
+        taken, not_taken = self.condition(node, states)
+        tag = self.branch_tag(node)
+        if tag is not None:
+            text, truth = tag
+            self.tag_texts.add(text)
+            taken = {_tagged(state, text, truth) for state in taken}
+            not_taken = {_tagged(state, text, not truth) for state in not_taken}
         return taken, not_taken
 
     def operator(self, node: tree_sitter.Node) -> str:

@@ -94,7 +94,7 @@ class LockTransfer(flow.Transfer):
         self.values = values
         self._named: dict[Function, dict[str, set[str]]] = {}   # variable -> keys of locks it names
         self._returned: dict[Function, set[str]] = {}
-        self._returns_locked: dict[str, tuple] = {}   # callee -> (its summary, returns_locked())
+        self._conditional: dict[str, tuple] = {}   # callee -> (its summary, conditional_effects())
         self._ops: dict[CallSite, tuple[LockOp, str] | None] = {}
         self._tested: dict[tuple[Function, str], str] = {}   # (function, tested text) -> its key
         self._blocks: dict[CallSite, int] = {}   # guard call -> start byte of the block it holds for
@@ -264,9 +264,14 @@ class LockTransfer(flow.Transfer):
         if found is None:
             summary = self.summaries.get(call.name)
             if summary is not None and call.name != call.function:
-                for key, when in self.returns_locked(summary):
-                    if truth == when:   # `chan = l2cap_get_chan_by_scid(); if (!chan)`
-                        state = state | {("held", self.model.at_call_site(key, summary.function, call))}
+                for kind, key, when in self.conditional_effects(summary):
+                    if truth != when:
+                        continue
+                    mine = self.model.at_call_site(key, summary.function, call)
+                    if kind == "held":   # `chan = l2cap_get_chan_by_scid(); if (!chan)`
+                        state = state | {("held", mine)}
+                    elif ("held", mine) in state:   # `if (tcp_add_backlog(sk, skb)) goto discard;`
+                        state = (state - {("held", mine)}) | {("released", mine)}
             return state
         if call in self._blocks:   # scoped_cond_guard() failed: its block is skipped unlocked
             return state if truth else self.leave_block(state, guard_call(call)[2])
@@ -293,22 +298,24 @@ class LockTransfer(flow.Transfer):
             self._tested[found] = self.model.canonical(function, expression)
         return state - {("held", self._tested[found])}
 
-    def returns_locked(self, summary) -> list[tuple[str, bool]]:
-        """(key, truth) of each lock a function returns holding exactly when its result is nonzero
-        (truth) or zero: a lookup that returns its object locked, NULL (unlocked) when it fails."""
-        cached = self._returns_locked.get(summary.function.name)
+    def conditional_effects(self, summary) -> list[tuple[str, str, bool]]:
+        """(kind, key, truth): ("held", key) for a lock the function returns holding exactly when
+        its result is nonzero (truth) or zero -- a lookup that returns its object locked, NULL
+        when it fails; ("caller", key) for its caller's lock it releases exactly then
+        (tcp_add_backlog() unlocks the socket when it returns true)."""
+        cached = self._conditional.get(summary.function.name)
         if cached is not None and cached[0] is summary:
             return cached[1]
         found = []
         exits = [(returned_truth(node, state), state) for node, state in summary.result.returns]
-        keys = {fact[1] for _, state in exits for fact in state if fact[0] == "held"} \
-            - {fact[1] for fact in summary.entry if fact[0] == "held"}
-        for key in sorted(keys):
-            holding = {truth for truth, state in exits if ("held", key) in state}
-            others = {truth for truth, state in exits if ("held", key) not in state}
-            if len(holding) == 1 and None not in holding and others == {not next(iter(holding))}:
-                found.append((key, next(iter(holding))))
-        self._returns_locked[summary.function.name] = (summary, found)
+        entry = {fact for fact in summary.entry if fact[0] in ("held", "caller")}
+        facts = {fact for _, state in exits for fact in state if fact[0] in ("held", "caller")} - entry
+        for fact in sorted(facts):
+            having = {truth for truth, state in exits if fact in state}
+            others = {truth for truth, state in exits if fact not in state}
+            if len(having) == 1 and None not in having and others == {not next(iter(having))}:
+                found.append((fact[0], fact[1], next(iter(having))))
+        self._conditional[summary.function.name] = (summary, found)
         return found
 
     def callee_effect(self, state: frozenset, call: CallSite) -> frozenset:

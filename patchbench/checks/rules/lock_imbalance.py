@@ -35,6 +35,11 @@ _HANDING_NAME = re.compile(r"(^|_)(try)?lock(_|$)|acquire|_get_|_get$|_hold|_beg
                            r"|(^|_)pre_|prep|_down$|lookup|(^|_)down_(read|write)", re.IGNORECASE)
 # Registrations whose counterpart releases: .pre_doit/.post_doit, .start/.stop, .lock/.unlock, ...
 _PAIRED_FIELD = re.compile(r"pre|start|next|lock|begin|prepare|init|get|enter|acquire", re.IGNORECASE)
+# Words of paired function names: foo_open() takes what foo_close() releases.
+_COUNTERPARTS = (("open", "close"), ("start", "stop"), ("begin", "end"), ("block", "unblock"),
+                 ("get", "put"), ("enter", "exit"), ("prepare", "finish"), ("lock", "unlock"))
+# seq_file iterator steps: the lock taken by ->start or ->next is released by ->next or ->stop.
+_SEQ_STEPS = {"start", "next"}
 # "Returns with the lock held", "leaves rtnl locked": the function comment says it is meant.
 _DOCUMENTED = re.compile(r"\b(returns?|exits?|leaves?|left)\b[^.]{0,60}\b(held|locked)\b", re.IGNORECASE)
 _UNREPORTED = frozenset({"irq", "preempt"})
@@ -243,6 +248,9 @@ def _intended(model: FileModel, function: Function, key: str, holding, releasing
     acquires = locks.annotated_keys(model, function, "__acquires")
     if key in acquires or _WRAPPER_NAME.search(function.name) or _DOCUMENTED.search(function.comment):
         return True
+    # a seq_file iterator's ->start/->next keep what ->stop releases; foo_open() what foo_close() does
+    if model.only_reached_from(function.name, _SEQ_STEPS) or _counterpart_releases(model, function, key):
+        return True
     # .pre_doit takes what .post_doit releases: held where it succeeds, whatever its failures do
     if any(_PAIRED_FIELD.search(kind) for kind in model.registrations.get(function.name, ())) and \
             _reports(_return_kind(model, function), holding, "success"):
@@ -261,6 +269,20 @@ def _intended(model: FileModel, function: Function, key: str, holding, releasing
         return False
     # an int function may also return 0 early by mistake: where it unlocked, it must report errors
     return kind != "int" or _reports(kind, [(n, s) for n, s in releasing if ("released", key) in s], "failure")
+
+
+def _counterpart_releases(model: FileModel, function: Function, key: str) -> bool:
+    """The function's counterpart in the file (foo_open -> foo_close, foo_block -> foo_unblock)
+    releases the lock itself."""
+    transfer = locks.LockTransfer(model)
+    for word, other in _COUNTERPARTS:
+        name = re.sub(rf"(^|_){word}(_|$)", rf"\g<1>{other}\g<2>", function.name)
+        counterpart = model.functions.get(name)
+        if name != function.name and counterpart is not None and any(
+                (found := transfer.op(call)) and found[0].action == "release" and found[1] == key
+                for call in counterpart.calls):
+            return True
+    return False
 
 
 def _reports(kind: str, exits, outcome: str) -> bool:
