@@ -163,6 +163,10 @@ class LockTransfer(flow.Transfer):
             state = state - self.implied(op, key)
             if ("held", key) in state:
                 return (state - {("held", key)}) | {("released", key)}
+            if op.field:   # wiphy_unlock(w) after mutex_lock_nested(&w->mtx, 1)
+                mutex = f"{key.split(':', 1)[1]}.{op.field}"
+                if ("held", mutex) in state:
+                    return (state - {("held", mutex)}) | {("released", mutex)}
             left = next((fact for fact in state if fact[0] == "implied" and fact[1] == key), None)
             if left is not None:   # spin_lock_bh(); spin_unlock(); local_bh_enable();
                 return state - {left}
@@ -310,7 +314,10 @@ class LockTransfer(flow.Transfer):
         exits = [(returned_truth(node, state), state) for node, state in summary.result.returns]
         entry = {fact for fact in summary.entry if fact[0] in ("held", "caller")}
         facts = {fact for _, state in exits for fact in state if fact[0] in ("held", "caller")} - entry
+        retaken = {key for kind, key in facts if kind == "caller" and ("held", key) in facts}
         for fact in sorted(facts):
+            if fact[1] in retaken:   # dropped and taken again (tg3_restart_hw()): no net effect
+                continue
             having = {truth for truth, state in exits if fact in state}
             others = {truth for truth, state in exits if fact not in state}
             if len(having) == 1 and None not in having and others == {not next(iter(having))}:

@@ -28,7 +28,7 @@ SEVERITY = "error"
 MESSAGE = "a lock taken in the function is not released on some return path"
 
 # Names of functions meant to return with a lock held: foo_lock(), foo_lock_irqsave(), foo_trylock(), ...
-_WRAPPER_NAME = re.compile(r"(^|_)(try)?lock(_bh|_irq\w*|_nested|_shared|_exclusive|_all)?$"
+_WRAPPER_NAME = re.compile(r"(^|_)(try)?lock(_bh|_irq\w*|_nested|_shared|_exclusive|_all)?$|_locked$"
                            r"|lock_sock$|_(acquire|get|begin|start|enter|hold)$", re.IGNORECASE)
 # Words of names of functions that hand a lock to their caller: foo_lock_channel(), bar_acquire_nvm().
 _HANDING_NAME = re.compile(r"(^|_)(try)?lock(_|$)|acquire|_get_|_get$|_hold|_begin|_start|_enter|suspend"
@@ -290,13 +290,22 @@ def _reports(kind: str, exits, outcome: str) -> bool:
 
 
 def _callers_release(model: FileModel, function: Function, key: str) -> bool:
-    """Some in-file caller releases, itself, the lock this function returns holding."""
+    """Some in-file caller releases the lock this function returns holding: itself, or through
+    an in-file function it calls (phy_select_page() ... phy_restore_page())."""
+    transfer = locks.LockTransfer(model)
+
+    def releases(caller: Function, lock: str) -> bool:
+        return any((found := transfer.op(c)) and found[0].action == "release" and found[1] == lock
+                   for c in caller.calls)
+
     for call in model.callers.get(function.name, []):
         caller = model.functions.get(call.function)
+        if caller is None:
+            continue
         mine = model.at_call_site(key, function, call)
-        transfer = locks.LockTransfer(model)
-        if caller is not None and any(
-                (found := transfer.op(c)) and found[0].action == "release" and found[1] == mine
+        if releases(caller, mine) or any(
+                c.name in model.functions and c.name != function.name
+                and releases(model.functions[c.name], model.at_call_site(key, function, call))
                 for c in caller.calls):
             return True
     return False
