@@ -73,6 +73,8 @@ def check(model: FileModel) -> Iterable[Finding]:
     names = {name for name, function in model.functions.items() if any(_takes(model, c) for c in function.calls)}
     if not names:
         return []
+    # and their callers: an in-file callee may return a lock held (a lookup returning it locked)
+    names |= {call.function for name in names for call in model.callers.get(name, []) if call.function}
     results = summaries.solve(model, names | locks.lock_functions(model),
                               lambda s: locks.LockTransfer(model, s, values=True),
                               precondition=lambda f: _precondition(model, f), inherit=None,
