@@ -352,7 +352,8 @@ class _Walker:
         return out | not_taken
 
     def branch_tag(self, condition: tree_sitter.Node | None) -> tuple[str, bool] | None:
-        """(text, truth) of a call-free condition, with `!` peeled off; None otherwise."""
+        """(text, truth) of a call-free condition, with `!` peeled off and `a != b` read as
+        `!(a == b)`; None otherwise."""
         if not self.transfer.correlate_branches or condition is None:
             return None
         node, truth = _unwrap(condition), True
@@ -363,6 +364,8 @@ class _Walker:
                for c in self.function.calls_within(node)):
             return None
         text = squeeze(self.text(node))
+        if node.type == "binary_expression" and self.operator(node) == "!=":   # a != b: not a == b
+            text, truth = text.replace("!=", "==", 1), not truth
         return None if _SIDE_EFFECT.search(text) else (text, truth)
 
     def correlated(self, node: tree_sitter.Node, states: set) -> tuple[set, set, set]:

@@ -10,6 +10,8 @@ Facts (in frozenset states):
   enclosing block) or `scoped_guard(k, &l) { }` (for its block): `leave_block` releases it there,
   on every way out of the block, so a guard never reaches a caller.
 - ("released", key): taken and released again on this path.
+- ("nested", key): a reader section opened again inside itself (rcu_read_lock() twice); the next
+  release closes the inner one only.
 - ("stale", variable): the variable that named a held lock was given a constant (`sk =
   ERR_PTR(-EBUSY)` after `lock_sock(sk)`): the lock is held on as `key'`, a lock no expression
   names any more, and a release through the variable releases something else.
@@ -156,23 +158,32 @@ class LockTransfer(flow.Transfer):
     def apply(self, state: frozenset, op: LockOp, key: str, renamed: bool = False) -> frozenset:
         """The operation's effect; `renamed`: its variable no longer names the lock it named."""
         if op.action in ("acquire", "try_fail"):
+            if op.is_reader and ("held", key) in state:   # rcu_read_lock() inside a section
+                return state | {("nested", key)}
             return state | {("held", key)} | self.implied(op, key)
         if op.action == "assert":
             return state | {("held", key), ("caller", key)}
         if op.action == "release":
+            if ("nested", key) in state:   # the inner section ends, the outer one goes on
+                return state - {("nested", key)}
+            if op.implies and not self.implied(op, key) <= state:
+                # spin_lock_irqsave(a); spin_unlock(a); spin_lock(b); spin_unlock_irqrestore(b):
+                # the disabled interrupts passed from a to b, and are enabled here
+                state = state - {fact for fact in state if fact[0] == "implied" and fact[1] == op.implies
+                                 and ("held", fact[2]) not in state}
             state = state - self.implied(op, key)
             if ("held", key) in state:
                 return (state - {("held", key)}) | {("released", key)}
             if op.field:   # wiphy_unlock(w) after mutex_lock_nested(&w->mtx, 1)
                 mutex = f"{key.split(':', 1)[1]}.{op.field}"
                 if ("held", mutex) in state:
-                    return (state - {("held", mutex)}) | {("released", mutex)}
+                    return released(state, mutex)
             left = next((fact for fact in state if fact[0] == "implied" and fact[1] == key), None)
             if left is not None:   # spin_lock_bh(); spin_unlock(); local_bh_enable();
                 return state - {left}
             same = None if renamed else self.same_object(state, op, key)
             if same is not None:
-                return (state - {("held", same)}) | {("released", same)}
+                return released(state, same)
             return state | {("caller", key)}
         return state
 
@@ -275,7 +286,7 @@ class LockTransfer(flow.Transfer):
                     if kind == "held":   # `chan = l2cap_get_chan_by_scid(); if (!chan)`
                         state = state | {("held", mine)}
                     elif ("held", mine) in state:   # `if (tcp_add_backlog(sk, skb)) goto discard;`
-                        state = (state - {("held", mine)}) | {("released", mine)}
+                        state = released(state, mine)
             return state
         if call in self._blocks:   # scoped_cond_guard() failed: its block is skipped unlocked
             return state if truth else self.leave_block(state, guard_call(call)[2])
@@ -339,13 +350,19 @@ class LockTransfer(flow.Transfer):
             if kind == "held" and ("caller", key) not in always and ("held", key) not in summary.entry:
                 state = state | {("held", mine)}
             elif kind == "caller" and ("held", key) not in ever_held:
-                state = state - {("held", mine)} if ("held", mine) in state else state | {("caller", mine)}
+                state = released(state, mine) if ("held", mine) in state else state | {("caller", mine)}
         return state
 
 
 _ROOT = re.compile(r"^(&?\(?)([A-Za-z_]\w*)")
 _ACCESS_PATH = re.compile(r"^&?[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*|\[[^\]]*\])*$")
 _CONSTANT = re.compile(r"^(-?\d+|NULL|true|false|ERR_PTR\(.*\)|-E[A-Z0-9_]+)$")
+
+
+def released(state: frozenset, key: str) -> frozenset:
+    """The lock released whole, by a callee or through another name: with what it disabled."""
+    ending = {fact for fact in state if fact[0] == "implied" and fact[2] == key} | {("held", key)}
+    return (state - ending) | {("released", key)}
 
 
 def _copied(model: FileModel, function: Function) -> set[str]:

@@ -127,8 +127,9 @@ def _check_function(model: FileModel, summary: summaries.Summary) -> list[Findin
 
 def _double_locks(model: FileModel, summary: summaries.Summary) -> list[Finding]:
     """An exclusive lock taken again on a path that holds it since this function took it: a
-    self-deadlock. Only a lock the function always names the same way (one argument text, never
-    a _nested class, never a reader), so that two objects of one type are not one lock."""
+    self-deadlock. Only a lock the function always names the same way (one argument text from a
+    variable it never reassigns, never a _nested class, never a reader), so that two objects of
+    one type are not one lock."""
     function = summary.function
     transfer = locks.LockTransfer(model)
     spelled: dict[str, set[str]] = {}
@@ -137,11 +138,18 @@ def _double_locks(model: FileModel, summary: summaries.Summary) -> list[Finding]
         if found is not None and found[0].action in ("acquire", "try", "try_fail"):
             spelled.setdefault(found[1], set()).add(call.args[found[0].argument] if found[0].key != "global"
                                                     else call.name)
+    assigned = _assigned(model, function)
+    # a lock still held at a return is a leak or a hand-off (dpaa2's per-frame mutex), reported
+    # or accepted as such: its acquisitions in a loop are not judged again
+    kept = {fact[1] for _, state in summary.result.returns for fact in state if fact[0] == "held"}
     findings, reported = [], set()
     for call in function.calls:
         found = transfer.op(call)
-        if found is None or found[0].action != "acquire" or found[1] in reported or \
+        if found is None or found[0].action != "acquire" or found[1] in reported or found[1] in kept or \
                 len(spelled.get(found[1], ())) != 1 or not _exclusive(call.name, found[0]):
+            continue
+        root = re.match(r"&?\(?(\w+)", call.args[found[0].argument]) if found[0].key != "global" else None
+        if root is not None and root.group(1) in assigned:   # `ssk = next_subflow()`: another object
             continue
         key = found[1]
         if any(("held", key) in state and ("caller", key) not in state
@@ -177,6 +185,13 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Findi
     # and RCU read-side sections only (a section the function opens first is its own)
     taken = {key for key, action in first.items() if action in ("acquire", "try", "try_fail")
              and (key not in _GLOBAL_KEYS or key in _SECTIONS)}
+    named: dict[str, set[str]] = {}   # key -> the argument texts naming it
+    for call in function.calls:
+        found = transfer.op(call)
+        if found is not None and found[0].key != "global" and found[0].argument < len(call.args):
+            named.setdefault(found[1], set()).add(call.args[found[0].argument])
+        elif found is not None:
+            named.setdefault(found[1], {found[1]})
     findings = []
     reported = set()
     for call in function.calls:
@@ -191,8 +206,12 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Findi
         # already); loops and correlated conditions the walk cannot follow leave other shapes
         # too uncertain.
         flags = _flag_guards(model, function, call)
+        # "released already" only for a lock always named the same way: hslot->lock and
+        # hslot2->lock are one typed key, and releasing one does not release the other
+        once = len(named.get(key, ())) == 1
         if _on_labelled_exit(function, call) and any(
                 ("held", key) not in state and ("caller", key) not in state
+                and (once or ("released", key) not in state)
                 and not any(fact[0] == "implied" and fact[1] == key for fact in state)
                 and all(("set", flag) in state for flag in flags)
                 for state in states):
