@@ -87,6 +87,16 @@ MUTATIONS = {
     "tun_xdp_xmit (an .ndo_xdp_xmit) loses the unlock before its last return": (
         "drivers/net/tun.c", b"\t\t__tun_xdp_flush_tfile(tfile);\n\n\trcu_read_unlock();\n\treturn nxmit;\n",
         b"\t\t__tun_xdp_flush_tfile(tfile);\n\n\treturn nxmit;\n", ("lock-imbalance", "tun_xdp_xmit")),
+    "tun_flow_flush takes tun->lock twice": (
+        "drivers/net/tun.c", b"\tspin_lock_bh(&tun->lock);\n\tfor (i = 0;",
+        b"\tspin_lock_bh(&tun->lock);\n\tspin_lock_bh(&tun->lock);\n\tfor (i = 0;",
+        ("lock-imbalance", "tun_flow_flush")),
+    "__tun_set_ebpf releases its spin_lock_bh() with spin_unlock()": (
+        "drivers/net/tun.c", b"\trcu_assign_pointer(*prog_p, new);\n\tspin_unlock_bh(&tun->lock);",
+        b"\trcu_assign_pointer(*prog_p, new);\n\tspin_unlock(&tun->lock);", ("lock-imbalance", "__tun_set_ebpf")),
+    "tun_flow_cleanup returns early with tun->lock held": (
+        "drivers/net/tun.c", b"\t\t\tcount++;\n", b"\t\t\tif (!delay)\n\t\t\t\treturn;\n\t\t\tcount++;\n",
+        ("lock-imbalance", "tun_flow_cleanup")),
 }
 
 

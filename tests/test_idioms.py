@@ -34,7 +34,6 @@ CASES = [(path.name, function, rules) for path in sorted(IDIOMS.glob("*.c"))
          for function, rules in expectations(path).items()]
 # What the checker gets wrong today, and why (strict: a fix flips the test until the line goes).
 KNOWN_WRONG = {
-    ("locks.c", "idl_double_lock"): "a second acquire of a held mutex is not reported",
     ("rcu.c", "idr_set_mac"): "a pointer read inside scoped_guard(rcu) and used after the block is not reported",
 }
 

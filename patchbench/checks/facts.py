@@ -29,7 +29,7 @@ def blob_id(source: bytes) -> str:
 def checker_fingerprint() -> str:
     digest = hashlib.sha1()
     package = Path(__file__).resolve().parent
-    for path in sorted([*package.rglob("*.py"), *cparse.QUERIES_DIR.glob("*.scm")]):
+    for path in sorted([*package.rglob("*.py"), *package.glob("*.toml"), *cparse.QUERIES_DIR.glob("*.scm")]):
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

@@ -39,10 +39,11 @@ from typing import Hashable, Iterable
 
 import tree_sitter
 
+from patchbench.checks import kfacts
 from patchbench.checks.model import CallSite, Function, squeeze
 
 State = Hashable
-MAX_STATES = 128          # distinct states kept per program point; more paths are dropped
+MAX_STATES = 128          # distinct states kept per program point; beyond, branch tags are forgotten, then paths dropped
 LOOP_ROUNDS = 4           # a loop body is re-walked until its entry states stop changing, at most this often
 GOTO_ROUNDS = 3           # whole-body walks to settle backward gotos
 # Calls that never return: the path ends there (it is not a return path).
@@ -58,7 +59,8 @@ class Transfer:
     (or leave by break, goto or return), tags them with
     ("branch", "x", True/False); a later `if (x)` sends each tagged state down its own branch only,
     so `if (lock) spin_lock(l); ... if (lock) spin_unlock(l);` is balanced. Assigning a variable
-    named in x, or passing its address to a call, drops its tags; `x = true/false/NULL` tags it.
+    named in x, or passing its address to a call, drops its tags; `x = true/false/NULL` tags it
+    (and adds ("set", "x"): the path knows x from its own assignment, not only from a test).
     """
 
     correlate_branches = False
@@ -82,6 +84,11 @@ class Transfer:
     def assign(self, state: State, target: str, value: tree_sitter.Node, function: Function) -> State:
         """`target = value` (declaration or assignment statement), after the calls in value."""
         return state
+
+    def decisive(self, state: State) -> Hashable:
+        """The facts of a state that branch tags exist to keep apart (held locks, for a lock rule):
+        when paths must be merged, the tags that tell these apart are forgotten last."""
+        return frozenset(fact for fact in state if not _is_tag(fact))
 
     def leave_block(self, state: State, block: tree_sitter.Node) -> State:
         """State after control leaves the compound statement `block` (its end, or a return,
@@ -118,13 +125,12 @@ def intersection(states: Iterable[frozenset]) -> frozenset:
     return frozenset.intersection(*states)
 
 
-# Calls that are compile-time constants: conditions made of them can be correlated.
-# Calls that read without changing anything a later test of the same condition would see.
-_CONSTANT_MACROS = frozenset({"IS_ENABLED", "IS_BUILTIN", "IS_MODULE", "IS_REACHABLE",
-                              "static_branch_likely", "static_branch_unlikely", "static_key_enabled",
-                              "static_key_false", "static_key_true", "test_bit", "in_softirq",
-                              "in_interrupt", "in_irq", "in_task", "in_serving_softirq",
-                              "smp_processor_id", "raw_smp_processor_id"})
+@lru_cache(maxsize=1)
+def _stable_queries() -> frozenset[str]:
+    """Calls that answer the same within a function (kernel facts table, [flow])."""
+    return kfacts.names("flow", "stable_queries")
+
+
 # Names of calls that only answer a question about their argument (mlx4_is_mfunc(dev)).
 _PREDICATE = re.compile(r"(^|_)(is|has|can|should|needs?|uses?)_|_(enabled|supported|capable)$")
 _KNOWN_TRUTH = {"true": True, "1": True, "false": False, "0": False, "NULL": False}
@@ -174,7 +180,7 @@ class _Walker:
     def statement(self, node: tree_sitter.Node, states: set) -> set:
         kind = node.type
         if len(states) > MAX_STATES:
-            states = set(sorted(states, key=_state_order)[:MAX_STATES])   # the same ones whatever the hash seed
+            states = _bounded(states, self.transfer)
         if kind in _SKIPPED:
             return states
         if kind == "compound_statement" and self.scoped:
@@ -326,12 +332,6 @@ class _Walker:
             self.tag_texts.add(text)
             taken = {_tagged(state, text, truth) for state in taken}
             not_taken = {_tagged(state, text, not truth) for state in not_taken}
-        # `if (!frags && can_build(...))` taken says frags is false; `if (a || b)` not taken,
-        # that a and b are: tagged too, so that a later `if (frags)` knows its branch
-        for part, (text, truth) in self.implied_tags(condition, True):
-            taken = {_tagged(state, text, truth) for state in taken}
-        for part, (text, truth) in self.implied_tags(condition, False):
-            not_taken = {_tagged(state, text, truth) for state in not_taken}
         consequence = node.child_by_field_name("consequence")
         out = self.statement(consequence, taken)
         if self.scoped and consequence.type != "compound_statement":   # scoped_guard(k, &l) stmt;
@@ -347,37 +347,21 @@ class _Walker:
                 return untagged_out   # the branches agree: forget the test
         return out | not_taken
 
-    def implied_tags(self, condition: tree_sitter.Node | None, outcome: bool) -> list:
-        """(part, its tag) for the call-free parts of an && (outcome True) or || (outcome False)
-        condition, each part's tag saying what that outcome implies of it."""
-        if not self.transfer.correlate_branches or condition is None:
-            return []
-        node = _unwrap(condition)
-        operator = "&&" if outcome else "||"
-        if node.type != "binary_expression" or self.operator(node) != operator:
-            return []
-        found = []
-        for side in (node.child_by_field_name("left"), node.child_by_field_name("right")):
-            nested = self.implied_tags(side, outcome)
-            tag = self.branch_tag(side) if not nested else None
-            if tag is not None:
-                text, truth = tag
-                self.tag_texts.add(text)
-                nested = [(side, (text, truth if outcome else not truth))]
-            found.extend(nested)
-        return found
-
     def branch_tag(self, condition: tree_sitter.Node | None) -> tuple[str, bool] | None:
-        """(text, truth) of a call-free condition, with `!` peeled off; None otherwise."""
+        """(text, truth) of a call-free condition, with `!` peeled off and `a != b` read as
+        `!(a == b)`; None otherwise."""
         if not self.transfer.correlate_branches or condition is None:
             return None
         node, truth = _unwrap(condition), True
         while node.type == "unary_expression" and self.operator(node) == "!":
             node, truth = _unwrap(node.child_by_field_name("argument")), not truth
-        if any(c.name not in _CONSTANT_MACROS and not _PREDICATE.search(c.name)
+        stable = _stable_queries()
+        if any(c.name not in stable and not _PREDICATE.search(c.name)
                for c in self.function.calls_within(node)):
             return None
         text = squeeze(self.text(node))
+        if node.type == "binary_expression" and self.operator(node) == "!=":   # a != b: not a == b
+            text, truth = text.replace("!=", "==", 1), not truth
         return None if _SIDE_EFFECT.search(text) else (text, truth)
 
     def correlated(self, node: tree_sitter.Node, states: set) -> tuple[set, set, set]:
@@ -467,21 +451,24 @@ class _Walker:
                         states = self.forget(self.text(target), states)
                     continue
                 left = assignment.child_by_field_name("left")
-                states = self.assign(self.text(left), assignment.child_by_field_name("right"), states,
+                states = self.assign(squeeze(self.text(left)), assignment.child_by_field_name("right"), states,
                                      plain=self.operator(assignment) == "=")
         return states
 
     def assignments(self, node: tree_sitter.Node) -> list[tree_sitter.Node]:
-        """`x = value`, `x += v` and `x++` at the top of an expression statement (or a comma list)."""
+        """`x = value`, `p->f = value`, `x += v` and `x++` at the top of an expression statement
+        (or a comma list); `p->flags |= bit` is left alone (a test of another bit still holds)."""
         found = []
         pending = [node]
         while pending:
             current = pending.pop()
             if current.type in ("expression_statement", "parenthesized_expression", "comma_expression"):
                 pending.extend(current.named_children)
-            elif current.type == "assignment_expression" and \
-                    current.child_by_field_name("left").type == "identifier":
-                found.append(current)
+            elif current.type == "assignment_expression" and (
+                    current.child_by_field_name("left").type == "identifier" or
+                    (current.child_by_field_name("left").type == "field_expression"
+                     and self.operator(current) == "=")):
+                found.append(current)   # `priv->pending = true;`: a flag a later test reads
             elif current.type == "update_expression" and current.child_by_field_name("argument") is not None \
                     and current.child_by_field_name("argument").type == "identifier":
                 found.append(current)
@@ -516,7 +503,7 @@ class _Walker:
             known = _KNOWN_TRUTH.get(squeeze(self.text(inner))) if plain else None
             if known is not None:   # `locked = true;`: a later `if (locked)` knows its branch
                 self.tag_texts.add(target)
-                states = {state | {("branch", target, known)} for state in states}
+                states = {state | {("branch", target, known), ("set", target)} for state in states}
         return {self.transfer.assign(state, target, value, self.function) for state in states}
 
     def iterator_variables(self, condition: tree_sitter.Node) -> list[str]:
@@ -530,8 +517,8 @@ class _Walker:
         """Drop the branch tags of conditions that mention `variable` (it changed)."""
         word = _word(variable)
         # the tags that name it, from the few texts tagged in this walk, not from every fact
-        stale = {("branch", text, truth) for text in self.tag_texts
-                 if variable in text and word.search(text) for truth in (True, False)}
+        stale = {fact for text in self.tag_texts if variable in text and word.search(text)
+                 for fact in (("branch", text, True), ("branch", text, False), ("set", text))}
         if not stale:
             return set(states)
         return {state if stale.isdisjoint(state) else state - stale for state in states}
@@ -553,12 +540,12 @@ class _Walker:
             operator = self.operator(node)
             left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
             if operator == "&&":
-                left_true, left_false = self.condition(left, states)
-                right_true, right_false = self.condition(right, left_true)
+                left_true, left_false = self.operand(left, states)
+                right_true, right_false = self.operand(right, left_true)
                 return right_true, left_false | right_false
             if operator == "||":
-                left_true, left_false = self.condition(left, states)
-                right_true, right_false = self.condition(right, left_false)
+                left_true, left_false = self.operand(left, states)
+                right_true, right_false = self.operand(right, left_false)
                 return left_true | right_true, right_false
             if operator in ("==", "!=", "<") and self.text(right).strip() in ("0", "NULL", "false"):
                 taken, not_taken = self.condition(left, states)
@@ -589,6 +576,18 @@ class _Walker:
             not_taken = {self.transfer.test(state, text, False, self.function) for state in not_taken}
         return taken, not_taken
 
+    def operand(self, node: tree_sitter.Node, states: set) -> tuple[set, set]:
+        """condition() of one side of && or ||; a call-free side tags each outcome, so that each
+        way through `if (write && !rtnl_trylock())` knows `write` later (`if (write) unlock`)."""
+        taken, not_taken = self.condition(node, states)
+        tag = self.branch_tag(node)
+        if tag is not None:
+            text, truth = tag
+            self.tag_texts.add(text)
+            taken = {_tagged(state, text, truth) for state in taken}
+            not_taken = {_tagged(state, text, not truth) for state in not_taken}
+        return taken, not_taken
+
     def operator(self, node: tree_sitter.Node) -> str:
         operator = node.child_by_field_name("operator")
         return operator.type if operator is not None else ""
@@ -615,6 +614,41 @@ def _cases(children: list[tree_sitter.Node]) -> list[tree_sitter.Node]:
         else:
             items.append(child)
     return items
+
+
+def _bounded(states: set, transfer: Transfer) -> set:
+    """At most MAX_STATES states. Paths are merged before any is dropped: branch tags are forgotten
+    one condition at a time, first those that tell nothing (the same decisive facts whichever way
+    the condition went, or tagged one way only), so that a tag that separates locked from unlocked
+    paths (`if (frags) mutex_lock()`) outlives the many that only multiply paths; only then are
+    states dropped, the same ones whatever the hash seed."""
+    if all(isinstance(state, frozenset) for state in states):
+        cores: dict[tuple, set] = {}   # (text, truth) -> the decisive facts of the states tagged so
+        for state in states:
+            core = transfer.decisive(state)
+            for fact in state:
+                if _is_tag(fact):
+                    cores.setdefault((fact[1], fact[2]), set()).add(core)
+        texts = sorted({text for text, _ in cores}, key=lambda text: (_separation(cores, text), text))
+        for text in texts:
+            tags = {("branch", text, True), ("branch", text, False), ("set", text)}
+            states = {state - tags for state in states}
+            if len(states) <= MAX_STATES:
+                return states
+    return set(sorted(states, key=_state_order)[:MAX_STATES])
+
+
+def _separation(cores: dict, text: str) -> float:
+    """How well the condition `text` tells decisive facts apart: 0 when both ways reach the same
+    ones (or one way is never tagged), 1 when none is reached both ways."""
+    true, false = cores.get((text, True), set()), cores.get((text, False), set())
+    if not true or not false:
+        return 0.0
+    return len(true ^ false) / len(true | false)
+
+
+def _is_tag(fact) -> bool:
+    return isinstance(fact, tuple) and len(fact) == 3 and fact[0] == "branch"
 
 
 @lru_cache(maxsize=1 << 16)

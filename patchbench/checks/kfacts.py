@@ -32,6 +32,7 @@ class LockOp:
     argument: int = 0      # the argument naming the lock
     atomic: bool = False   # holding it disables preemption
     implies: str = ""      # implicit reader held with it: bh | irq | preempt | ""
+    field: str = ""        # an object lock that is the object's mutex of this field (wiphy->mtx)
 
     @property
     def is_reader(self) -> bool:
@@ -52,7 +53,8 @@ def lock_ops() -> dict[str, LockOp]:
         for action in ACTIONS:
             for name in family.get(action, ()):
                 ops[name] = LockOp(action, family["kind"], family["key"], family.get("argument", 0),
-                                   family.get("atomic", False), family.get("implies", ""))
+                                   family.get("atomic", False), family.get("implies", ""),
+                                   family.get("field", ""))
     return ops
 
 

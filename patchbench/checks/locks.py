@@ -10,6 +10,14 @@ Facts (in frozenset states):
   enclosing block) or `scoped_guard(k, &l) { }` (for its block): `leave_block` releases it there,
   on every way out of the block, so a guard never reaches a caller.
 - ("released", key): taken and released again on this path.
+- ("nested", key): a reader section opened again inside itself (rcu_read_lock() twice); the next
+  release closes the inner one only.
+- ("stale", variable): the variable that named a held lock was given a constant (`sk =
+  ERR_PTR(-EBUSY)` after `lock_sock(sk)`): the lock is held on as `key'`, a lock no expression
+  names any more, and a release through the variable releases something else.
+- ("value", variable, constant) (with `values=True`): the variable was last assigned a constant
+  here (`err = -EINVAL`, `p = NULL`, `ret = 0`; error codes as "-E"), for rules that judge what a
+  return reports.
 
 `LockTransfer(model, summaries)` also gives calls of in-file functions their summarised effect:
 a callee that exits holding a lock on every path (a lock wrapper) takes it for its caller, and one
@@ -23,7 +31,7 @@ import re
 import tree_sitter
 
 from patchbench.checks import callindex, flow, kfacts
-from patchbench.checks.model import CallSite, FileModel, Function
+from patchbench.checks.model import CallSite, FileModel, Function, squeeze
 
 
 LockOp = kfacts.LockOp
@@ -77,13 +85,18 @@ def annotated_keys(model: FileModel, function: Function, *names: str) -> frozens
 
 
 class LockTransfer(flow.Transfer):
-    """Held-lock semantics of calls; pass `summaries` (name -> summaries.Summary) for in-file callees."""
+    """Held-lock semantics of calls; pass `summaries` (name -> summaries.Summary) for in-file
+    callees, `values=True` to track constants assigned to variables."""
 
     correlate_branches = True
 
-    def __init__(self, model: FileModel, summaries: dict | None = None):
+    def __init__(self, model: FileModel, summaries: dict | None = None, values: bool = False):
         self.model = model
         self.summaries = summaries if summaries is not None else {}
+        self.values = values
+        self._named: dict[Function, dict[str, set[str]]] = {}   # variable -> keys of locks it names
+        self._returned: dict[Function, set[str]] = {}
+        self._conditional: dict[str, tuple] = {}   # callee -> (its summary, conditional_effects())
         self._ops: dict[CallSite, tuple[LockOp, str] | None] = {}
         self._tested: dict[tuple[Function, str], str] = {}   # (function, tested text) -> its key
         self._blocks: dict[CallSite, int] = {}   # guard call -> start byte of the block it holds for
@@ -128,6 +141,11 @@ class LockTransfer(flow.Transfer):
         op, key = found
         if call in self._blocks:
             return state | {("held", key), ("scope", self._blocks[call], key)}
+        variable = _root(call.args[op.argument]) if op.key != "global" else None
+        if ("stale", variable) in state:
+            if op.action != "release":   # the variable names a new lock from here on
+                return self.apply(state - {("stale", variable)}, op, key)
+            return self.apply(state, op, key, renamed=True)
         return self.apply(state, op, key)
 
     def wrapped(self, call: CallSite) -> list[tuple[LockOp, str]]:
@@ -137,21 +155,35 @@ class LockTransfer(flow.Transfer):
             self._wrapped[call] = wrapped_ops(self.model, self.function_of(call), call)
         return self._wrapped[call]
 
-    def apply(self, state: frozenset, op: LockOp, key: str) -> frozenset:
+    def apply(self, state: frozenset, op: LockOp, key: str, renamed: bool = False) -> frozenset:
+        """The operation's effect; `renamed`: its variable no longer names the lock it named."""
         if op.action in ("acquire", "try_fail"):
+            if op.is_reader and ("held", key) in state:   # rcu_read_lock() inside a section
+                return state | {("nested", key)}
             return state | {("held", key)} | self.implied(op, key)
         if op.action == "assert":
             return state | {("held", key), ("caller", key)}
         if op.action == "release":
+            if ("nested", key) in state:   # the inner section ends, the outer one goes on
+                return state - {("nested", key)}
+            if op.implies and not self.implied(op, key) <= state:
+                # spin_lock_irqsave(a); spin_unlock(a); spin_lock(b); spin_unlock_irqrestore(b):
+                # the disabled interrupts passed from a to b, and are enabled here
+                state = state - {fact for fact in state if fact[0] == "implied" and fact[1] == op.implies
+                                 and ("held", fact[2]) not in state}
             state = state - self.implied(op, key)
             if ("held", key) in state:
                 return (state - {("held", key)}) | {("released", key)}
+            if op.field:   # wiphy_unlock(w) after mutex_lock_nested(&w->mtx, 1)
+                mutex = f"{key.split(':', 1)[1]}.{op.field}"
+                if ("held", mutex) in state:
+                    return released(state, mutex)
             left = next((fact for fact in state if fact[0] == "implied" and fact[1] == key), None)
             if left is not None:   # spin_lock_bh(); spin_unlock(); local_bh_enable();
                 return state - {left}
-            same = self.same_object(state, op, key)
+            same = None if renamed else self.same_object(state, op, key)
             if same is not None:
-                return (state - {("held", same)}) | {("released", same)}
+                return released(state, same)
             return state | {("caller", key)}
         return state
 
@@ -173,9 +205,88 @@ class LockTransfer(flow.Transfer):
         or, after a plain spin_unlock(), local_bh_enable()."""
         return frozenset({("implied", op.implies, key)}) if op.implies else frozenset()
 
+    def decisive(self, state: frozenset) -> frozenset:
+        return frozenset(fact for fact in state if fact[0] == "held")
+
+    def assign(self, state: frozenset, target: str, value, function: Function) -> frozenset:
+        text = squeeze(value.text.decode("utf-8", "replace"))
+        if self.values:
+            state = frozenset(f for f in state if not (f[0] == "value" and f[1] == target))
+            constant = _constant(text)
+            if constant is not None and target in self.returned(function):
+                state = state | {("value", target, constant)}
+        keys = self.named_by(function).get(target)
+        # only a constant (`sk = ERR_PTR(-EBUSY)`, `p = NULL`) surely names no lock: `p = p->next`,
+        # `sk = sock->sk` or `c = lookup()` may name the same one; a declaration is a new variable
+        if not keys or _constant(text) is None or value.parent.type == "init_declarator":
+            return state
+        for key in keys:
+            if ("held", key) in state:
+                moved = {f for f in state if f[0] in ("held", "implied") and f[-1] == key}
+                state = (state - moved) | {f[:-1] + (key + "'",) for f in moved} | {("stale", target)}
+        return state
+
+    def returned(self, function: Function) -> set[str]:
+        """Variables the function returns (`return err;`) and changes only by plain assignments
+        (the walk is not told of `n++`, `n += k`, `foo(&n)` or an iterator's cursor): those whose
+        constants are worth knowing."""
+        if function not in self._returned:
+            returned, updated = set(), set()
+            pending = [function.body]
+            while pending:
+                node = pending.pop()
+                if node.type == "return_statement" and node.named_child_count == 1 and \
+                        node.named_children[0].type == "identifier":
+                    returned.add(self.model.text(node.named_children[0]))
+                elif node.type == "update_expression":
+                    updated.add(squeeze(self.model.text(node.child_by_field_name("argument"))))
+                elif node.type == "assignment_expression" and \
+                        node.child_by_field_name("operator").type != "=":
+                    updated.add(squeeze(self.model.text(node.child_by_field_name("left"))))
+                elif node.type == "pointer_expression" and node.parent is not None and \
+                        node.parent.type == "argument_list":   # foo(&err) may set it
+                    updated.add(squeeze(self.model.text(node.child_by_field_name("argument"))))
+                elif node.type == "comma_expression" and node.parent is not None and \
+                        node.parent.type == "parenthesized_expression":   # an iterator head sets its cursor
+                    updated.update(self.model.text(n) for n in node.named_children if n.type == "identifier")
+                pending.extend(node.named_children)
+            self._returned[function] = returned - updated
+        return self._returned[function]
+
+    def named_by(self, function: Function) -> dict[str, set[str]]:
+        """variable -> the keys of the locks the function takes through it alone (`lock_sock(sk)`)."""
+        if function not in self._named:
+            named: dict[str, set[str]] = {}
+            for call in function.calls:
+                found = self.op(call)
+                if found is not None and found[0].action != "release" and found[0].key != "global" \
+                        and call not in self._blocks and found[0].argument < len(call.args):
+                    variable = _root(call.args[found[0].argument])
+                    if variable:
+                        named.setdefault(variable, set()).add(found[1])
+            # keys are typed paths: two variables of one type taking their locks name one key,
+            # and reassigning either says nothing of which is held
+            shared = {key for keys in named.values() for key in keys
+                      if sum(key in other for other in named.values()) > 1}
+            # `prev = p; p = next(p);`: the lock taken through p is still named by prev
+            copied = _copied(self.model, function)
+            self._named[function] = {variable: keys - shared for variable, keys in named.items()
+                                     if variable not in copied}
+        return self._named[function]
+
     def assume(self, state: frozenset, call: CallSite, truth: bool) -> frozenset:
         found = self.op(call)
         if found is None:
+            summary = self.summaries.get(call.name)
+            if summary is not None and call.name != call.function:
+                for kind, key, when in self.conditional_effects(summary):
+                    if truth != when:
+                        continue
+                    mine = self.model.at_call_site(key, summary.function, call)
+                    if kind == "held":   # `chan = l2cap_get_chan_by_scid(); if (!chan)`
+                        state = state | {("held", mine)}
+                    elif ("held", mine) in state:   # `if (tcp_add_backlog(sk, skb)) goto discard;`
+                        state = released(state, mine)
             return state
         if call in self._blocks:   # scoped_cond_guard() failed: its block is skipped unlocked
             return state if truth else self.leave_block(state, guard_call(call)[2])
@@ -202,6 +313,29 @@ class LockTransfer(flow.Transfer):
             self._tested[found] = self.model.canonical(function, expression)
         return state - {("held", self._tested[found])}
 
+    def conditional_effects(self, summary) -> list[tuple[str, str, bool]]:
+        """(kind, key, truth): ("held", key) for a lock the function returns holding exactly when
+        its result is nonzero (truth) or zero -- a lookup that returns its object locked, NULL
+        when it fails; ("caller", key) for its caller's lock it releases exactly then
+        (tcp_add_backlog() unlocks the socket when it returns true)."""
+        cached = self._conditional.get(summary.function.name)
+        if cached is not None and cached[0] is summary:
+            return cached[1]
+        found = []
+        exits = [(returned_truth(node, state), state) for node, state in summary.result.returns]
+        entry = {fact for fact in summary.entry if fact[0] in ("held", "caller")}
+        facts = {fact for _, state in exits for fact in state if fact[0] in ("held", "caller")} - entry
+        retaken = {key for kind, key in facts if kind == "caller" and ("held", key) in facts}
+        for fact in sorted(facts):
+            if fact[1] in retaken:   # dropped and taken again (tg3_restart_hw()): no net effect
+                continue
+            having = {truth for truth, state in exits if fact in state}
+            others = {truth for truth, state in exits if fact not in state}
+            if len(having) == 1 and None not in having and others == {not next(iter(having))}:
+                found.append((fact[0], fact[1], next(iter(having))))
+        self._conditional[summary.function.name] = (summary, found)
+        return found
+
     def callee_effect(self, state: frozenset, call: CallSite) -> frozenset:
         """A callee that exits holding a lock on every path takes it; one that releases a lock
         its caller took, on every path, releases it."""
@@ -216,12 +350,74 @@ class LockTransfer(flow.Transfer):
             if kind == "held" and ("caller", key) not in always and ("held", key) not in summary.entry:
                 state = state | {("held", mine)}
             elif kind == "caller" and ("held", key) not in ever_held:
-                state = state - {("held", mine)} if ("held", mine) in state else state | {("caller", mine)}
+                state = released(state, mine) if ("held", mine) in state else state | {("caller", mine)}
         return state
 
 
 _ROOT = re.compile(r"^(&?\(?)([A-Za-z_]\w*)")
 _ACCESS_PATH = re.compile(r"^&?[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*|\[[^\]]*\])*$")
+_CONSTANT = re.compile(r"^(-?\d+|NULL|true|false|ERR_PTR\(.*\)|-E[A-Z0-9_]+)$")
+
+
+def released(state: frozenset, key: str) -> frozenset:
+    """The lock released whole, by a callee or through another name: with what it disabled."""
+    ending = {fact for fact in state if fact[0] == "implied" and fact[2] == key} | {("held", key)}
+    return (state - ending) | {("released", key)}
+
+
+def _copied(model: FileModel, function: Function) -> set[str]:
+    """The variables the function copies into another (`prev = p;`, `T *q = p;`)."""
+    found, pending = set(), [function.body]
+    while pending:
+        node = pending.pop()
+        value = node.child_by_field_name("right") if node.type == "assignment_expression" else \
+            node.child_by_field_name("value") if node.type == "init_declarator" else None
+        if value is not None and value.type == "identifier":
+            found.add(model.text(value))
+        pending.extend(node.named_children)
+    return found
+
+
+def returned_text(node: tree_sitter.Node) -> str | None:
+    """The returned expression's text without spaces (None for `return;` or falling off the end)."""
+    if node.type != "return_statement" or node.named_child_count == 0:
+        return None
+    return squeeze(node.named_children[0].text.decode("utf-8", "replace"))
+
+
+def returned(node: tree_sitter.Node, state: frozenset) -> str | None:
+    """What a return returns on this path: the constant last assigned to a returned variable
+    (see ("value", ...)), else the expression's text."""
+    text = returned_text(node)
+    return next((fact[2] for fact in state if fact[0] == "value" and fact[1] == text), text)
+
+
+def returned_truth(node: tree_sitter.Node, state: frozenset) -> bool | None:
+    """Whether a return gives a nonzero value on this path, when the path tested it
+    (`if (c) lock(c); return c;`) or it is a constant; None when unknown."""
+    text = returned_text(node)
+    if text is None:
+        return None
+    for truth in (False, True):
+        if ("branch", text, truth) in state:
+            return truth
+    value = returned(node, state)
+    if value in ("0", "NULL", "false"):
+        return False
+    return True if _CONSTANT.match(value) else None
+
+
+def _root(argument: str) -> str | None:
+    """The variable an argument starts from (`&sk->sk_lock` -> "sk")."""
+    match = _ROOT.match(argument)
+    return match.group(2) if match else None
+
+
+def _constant(text: str) -> str | None:
+    """A constant's text as the return judges it (any error code as "-E"), None for others."""
+    if not _CONSTANT.match(text):
+        return None
+    return "-E" if text.startswith("-E") else "ERR_PTR()" if text.startswith("ERR_PTR(") else text
 
 
 def wrapped_ops(model: FileModel, function: Function | None, call: CallSite) -> list[tuple[LockOp, str]]:

@@ -28,17 +28,25 @@ SEVERITY = "error"
 MESSAGE = "a lock taken in the function is not released on some return path"
 
 # Names of functions meant to return with a lock held: foo_lock(), foo_lock_irqsave(), foo_trylock(), ...
-_WRAPPER_NAME = re.compile(r"(^|_)(try)?lock(_bh|_irq\w*|_nested|_shared|_exclusive|_all)?$"
+_WRAPPER_NAME = re.compile(r"(^|_)(try)?lock(_bh|_irq\w*|_nested|_shared|_exclusive|_all)?$|_locked$"
                            r"|lock_sock$|_(acquire|get|begin|start|enter|hold)$", re.IGNORECASE)
 # Words of names of functions that hand a lock to their caller: foo_lock_channel(), bar_acquire_nvm().
 _HANDING_NAME = re.compile(r"(^|_)(try)?lock(_|$)|acquire|_get_|_get$|_hold|_begin|_start|_enter|suspend"
                            r"|(^|_)pre_|prep|_down$|lookup|(^|_)down_(read|write)", re.IGNORECASE)
 # Registrations whose counterpart releases: .pre_doit/.post_doit, .start/.stop, .lock/.unlock, ...
 _PAIRED_FIELD = re.compile(r"pre|start|next|lock|begin|prepare|init|get|enter|acquire", re.IGNORECASE)
+# Words of paired function names: foo_open() takes what foo_close() releases.
+_COUNTERPARTS = (("open", "close"), ("start", "stop"), ("begin", "end"), ("block", "unblock"),
+                 ("get", "put"), ("enter", "exit"), ("prepare", "finish"), ("lock", "unlock"))
+# seq_file iterator steps: the lock taken by ->start or ->next is released by ->next or ->stop.
+_SEQ_STEPS = {"start", "next"}
 # "Returns with the lock held", "leaves rtnl locked": the function comment says it is meant.
 _DOCUMENTED = re.compile(r"\b(returns?|exits?|leaves?|left)\b[^.]{0,60}\b(held|locked)\b", re.IGNORECASE)
 _UNREPORTED = frozenset({"irq", "preempt"})
+_FLAVOURS = frozenset({"bh", "irq"})   # what a spin_lock_bh()/_irq() disables until its own unlock
+_EXCLUSIVE = frozenset({"spin", "mutex", "rwlock", "rwsem", "rtnl", "netdev", "devl", "wiphy", "sock"})
 _GLOBAL_KEYS = frozenset(op.kind for op in kfacts.lock_ops().values() if op.key == "global")
+_SECTIONS = frozenset({"rcu", "rcu_bh", "rcu_sched"})
 _FAILURE = re.compile(r"^(NULL|false|ERR_PTR\(.*\)|-E\w+|-\d+)$")
 
 
@@ -65,8 +73,10 @@ def check(model: FileModel) -> Iterable[Finding]:
     names = {name for name, function in model.functions.items() if any(_takes(model, c) for c in function.calls)}
     if not names:
         return []
+    # and their callers: an in-file callee may return a lock held (a lookup returning it locked)
+    names |= {call.function for name in names for call in model.callers.get(name, []) if call.function}
     results = summaries.solve(model, names | locks.lock_functions(model),
-                              lambda s: locks.LockTransfer(model, s),
+                              lambda s: locks.LockTransfer(model, s, values=True),
                               precondition=lambda f: _precondition(model, f), inherit=None,
                               report=names)
     findings = []
@@ -90,7 +100,10 @@ def _check_function(model: FileModel, summary: summaries.Summary) -> list[Findin
               if fact[0] == "held" and ("caller", fact[1]) not in state and fact[1] not in _UNREPORTED}
     findings = []
     for key in sorted(leaked):
-        holding = [(node, state) for node, state in exits if ("held", key) in state]
+        # a return where the lock is the caller's (asserted held: ASSERT_RTNL() on the paths that
+        # did not take it) neither leaks nor releases it
+        holding = [(node, state) for node, state in exits
+                   if ("held", key) in state and ("caller", key) not in state]
         releasing = [(node, state) for node, state in exits if ("held", key) not in state]
         if _intended(model, function, key, holding, releasing):
             continue
@@ -100,7 +113,58 @@ def _check_function(model: FileModel, summary: summaries.Summary) -> list[Findin
             engine.rule(ID), model, node, function.name,
             f"{spelled} taken in {function.name}() is still held at this return"
             + (" (released on other paths)" if releasing else "")))
+    # spin_lock_bh() released by spin_unlock() (and no local_bh_enable()): softirqs stay off
+    flavours = {(fact[1], fact[2]) for _, state in exits for fact in state
+                if fact[0] == "implied" and fact[1] in _FLAVOURS and ("held", fact[2]) not in state}
+    for implied, key in sorted(flavours):
+        node = min((n for n, state in exits if ("implied", implied, key) in state), key=lambda n: n.start_byte)
+        findings.append(engine.finding(
+            engine.rule(ID), model, node, function.name,
+            f"{_spelling(model, function, key)} in {function.name}() is released by an unlock of "
+            f"another flavour: {'softirqs' if implied == 'bh' else 'interrupts'} stay disabled at this return"))
+    return findings + _double_locks(model, summary)
+
+
+def _double_locks(model: FileModel, summary: summaries.Summary) -> list[Finding]:
+    """An exclusive lock taken again on a path that holds it since this function took it: a
+    self-deadlock. Only a lock the function always names the same way (one argument text from a
+    variable it never reassigns, never a _nested class, never a reader), so that two objects of
+    one type are not one lock."""
+    function = summary.function
+    transfer = locks.LockTransfer(model)
+    spelled: dict[str, set[str]] = {}
+    for call in function.calls:
+        found = transfer.op(call)
+        if found is not None and found[0].action in ("acquire", "try", "try_fail"):
+            spelled.setdefault(found[1], set()).add(call.args[found[0].argument] if found[0].key != "global"
+                                                    else call.name)
+    assigned = _assigned(model, function)
+    # a lock still held at a return is a leak or a hand-off (dpaa2's per-frame mutex), reported
+    # or accepted as such: its acquisitions in a loop are not judged again
+    kept = {fact[1] for _, state in summary.result.returns for fact in state if fact[0] == "held"}
+    findings, reported = [], set()
+    for call in function.calls:
+        found = transfer.op(call)
+        if found is None or found[0].action != "acquire" or found[1] in reported or found[1] in kept or \
+                len(spelled.get(found[1], ())) != 1 or not _exclusive(call.name, found[0]):
+            continue
+        root = re.match(r"&?\(?(\w+)", call.args[found[0].argument]) if found[0].key != "global" else None
+        if root is not None and root.group(1) in assigned:   # `ssk = next_subflow()`: another object
+            continue
+        key = found[1]
+        if any(("held", key) in state and ("caller", key) not in state
+               for state in summary.result.states_at(call)):
+            reported.add(key)
+            findings.append(engine.finding(
+                engine.rule(ID), model, call.node, function.name,
+                f"{call.name}({', '.join(call.args)}) takes a lock {function.name}() already holds "
+                "on this path: it deadlocks"))
     return findings
+
+
+def _exclusive(spelling: str, op) -> bool:
+    """A lock a second acquisition waits for: not a reader, a nesting counter or a _nested class."""
+    return op.kind in _EXCLUSIVE and "read" not in spelling and "nest" not in spelling
 
 
 def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Finding]:
@@ -116,10 +180,18 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Findi
         if found is not None and found[0].action != "assert":
             first.setdefault(found[1], found[0].action)
     # a lock first released, then taken again (sch_direct_xmit's root_lock) is the caller's
-    # global states (RTNL, readers, BH) are often the caller's even when taken on another path here
-    # (em_text_change: rtnl_unlock() of the caller's RTNL, or its own after a retry): named locks only
+    # global states (RTNL, BH) are often the caller's even when taken on another path here
+    # (em_text_change: rtnl_unlock() of the caller's RTNL, or its own after a retry): named locks
+    # and RCU read-side sections only (a section the function opens first is its own)
     taken = {key for key, action in first.items() if action in ("acquire", "try", "try_fail")
-             and key not in _GLOBAL_KEYS}
+             and (key not in _GLOBAL_KEYS or key in _SECTIONS)}
+    named: dict[str, set[str]] = {}   # key -> the argument texts naming it
+    for call in function.calls:
+        found = transfer.op(call)
+        if found is not None and found[0].key != "global" and found[0].argument < len(call.args):
+            named.setdefault(found[1], set()).add(call.args[found[0].argument])
+        elif found is not None:
+            named.setdefault(found[1], {found[1]})
     findings = []
     reported = set()
     for call in function.calls:
@@ -130,17 +202,53 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Findi
         states = summary.result.states_at(call)
         # ("caller", key): held on entry, asserted, or released unheld earlier on this path (the
         # earlier release is the one reported). Only the error-path shape is reported: a release
-        # under a label that a path reaches without ever having taken the lock; loops and
-        # correlated conditions the walk cannot follow leave other shapes too uncertain.
+        # under a label that a path reaches without holding the lock (never taken, or released
+        # already); loops and correlated conditions the walk cannot follow leave other shapes
+        # too uncertain.
+        flags = _flag_guards(model, function, call)
+        # "released already" only for a lock always named the same way: hslot->lock and
+        # hslot2->lock are one typed key, and releasing one does not release the other
+        once = len(named.get(key, ())) == 1
         if _on_labelled_exit(function, call) and any(
-                ("held", key) not in state and ("caller", key) not in state and ("released", key) not in state
-                and not any(fact[0] == "implied" and fact[1] == key for fact in state) for state in states):
+                ("held", key) not in state and ("caller", key) not in state
+                and (once or ("released", key) not in state)
+                and not any(fact[0] == "implied" and fact[1] == key for fact in state)
+                and all(("set", flag) in state for flag in flags)
+                for state in states):
             reported.add(key)
             findings.append(engine.finding(
                 engine.rule(ID), model, call.node, function.name,
                 f"{call.name}({', '.join(call.args)}) releases a lock {function.name}() takes, on a "
                 "path where it was not taken (or was released already)"))
     return findings
+
+
+def _flag_guards(model: FileModel, function: Function, call) -> set[str]:
+    """The conditions guarding the call that are flags the function sets (`if (tx->pending_close)
+    spin_unlock(...)` with `tx->pending_close = true;` where the lock is kept): a path that reaches
+    the call without having set the flag (it left before any assignment; the test alone tagged
+    it) says nothing of the lock."""
+    guards = set()
+    node = call.node
+    while node is not None and node != function.body:
+        parent = node.parent
+        if parent is not None and parent.type == "if_statement" and \
+                node == parent.child_by_field_name("consequence"):
+            text = squeeze(model.text(parent.child_by_field_name("condition"))).strip("()").lstrip("!")
+            guards.add(text)
+        node = parent
+    return guards & _assigned(model, function)
+
+
+def _assigned(model: FileModel, function: Function) -> set[str]:
+    """Texts (without spaces) of the variables and fields the function assigns."""
+    found, pending = set(), [function.body]
+    while pending:
+        node = pending.pop()
+        if node.type == "assignment_expression":
+            found.add(squeeze(model.text(node.child_by_field_name("left"))))
+        pending.extend(node.named_children)
+    return found
 
 
 def _on_labelled_exit(function: Function, call) -> bool:
@@ -153,6 +261,9 @@ def _on_labelled_exit(function: Function, call) -> bool:
 def _intended(model: FileModel, function: Function, key: str, holding, releasing) -> bool:
     acquires = locks.annotated_keys(model, function, "__acquires")
     if key in acquires or _WRAPPER_NAME.search(function.name) or _DOCUMENTED.search(function.comment):
+        return True
+    # a seq_file iterator's ->start/->next keep what ->stop releases; foo_open() what foo_close() does
+    if model.only_reached_from(function.name, _SEQ_STEPS) or _counterpart_releases(model, function, key):
         return True
     # .pre_doit takes what .post_doit releases: held where it succeeds, whatever its failures do
     if any(_PAIRED_FIELD.search(kind) for kind in model.registrations.get(function.name, ())) and \
@@ -174,18 +285,41 @@ def _intended(model: FileModel, function: Function, key: str, holding, releasing
     return kind != "int" or _reports(kind, [(n, s) for n, s in releasing if ("released", key) in s], "failure")
 
 
+def _counterpart_releases(model: FileModel, function: Function, key: str) -> bool:
+    """The function's counterpart in the file (foo_open -> foo_close, foo_block -> foo_unblock)
+    releases the lock itself."""
+    transfer = locks.LockTransfer(model)
+    for word, other in _COUNTERPARTS:
+        name = re.sub(rf"(^|_){word}(_|$)", rf"\g<1>{other}\g<2>", function.name)
+        counterpart = model.functions.get(name)
+        if name != function.name and counterpart is not None and any(
+                (found := transfer.op(call)) and found[0].action == "release" and found[1] == key
+                for call in counterpart.calls):
+            return True
+    return False
+
+
 def _reports(kind: str, exits, outcome: str) -> bool:
     return all(_outcome(kind, node, state) == outcome for node, state in exits)
 
 
 def _callers_release(model: FileModel, function: Function, key: str) -> bool:
-    """Some in-file caller releases, itself, the lock this function returns holding."""
+    """Some in-file caller releases the lock this function returns holding: itself, or through
+    an in-file function it calls (phy_select_page() ... phy_restore_page())."""
+    transfer = locks.LockTransfer(model)
+
+    def releases(caller: Function, lock: str) -> bool:
+        return any((found := transfer.op(c)) and found[0].action == "release" and found[1] == lock
+                   for c in caller.calls)
+
     for call in model.callers.get(function.name, []):
         caller = model.functions.get(call.function)
+        if caller is None:
+            continue
         mine = model.at_call_site(key, function, call)
-        transfer = locks.LockTransfer(model)
-        if caller is not None and any(
-                (found := transfer.op(c)) and found[0].action == "release" and found[1] == mine
+        if releases(caller, mine) or any(
+                c.name in model.functions and c.name != function.name
+                and releases(model.functions[c.name], model.at_call_site(key, function, call))
                 for c in caller.calls):
             return True
     return False
@@ -203,12 +337,13 @@ def _return_kind(model: FileModel, function: Function) -> str:
 def _outcome(kind: str, node, state: frozenset) -> str | None:
     """Whether a return reports success or failure on this path; None when it cannot be told.
     A value tested on the way (`if (!p) { unlock; }` then `return p;`) is known on each path."""
-    value = _returned(node)
+    value = locks.returned_text(node)
     if value is None:
         return None
     for truth in (False, True):
         if ("branch", value, truth) in state:   # zero is success for an int, failure otherwise
             return "success" if (kind == "int") != truth else "failure"
+    value = locks.returned(node, state)   # `err = -EBUSY; goto out;` ... `return err;`
     if _FAILURE.match(value) or (kind in ("bool", "pointer") and value == "0"):
         return "failure"
     if kind == "bool":
@@ -218,18 +353,13 @@ def _outcome(kind: str, node, state: frozenset) -> str | None:
     return "success" if re.fullmatch(r"\d+", value) else None
 
 
-def _returned(node) -> str | None:
-    """The returned expression's text without spaces (None for `return;` or falling off the end)."""
-    if node.type != "return_statement" or node.named_child_count == 0:
-        return None
-    return squeeze(node.named_children[0].text.decode("utf-8", "replace"))
-
-
 def _spelling(model: FileModel, function: Function, key: str) -> str:
     """How the source names the lock: the argument text of its first acquisition."""
+    key = key.rstrip("'")   # held on after its variable was reassigned
     transfer = locks.LockTransfer(model)
     for call in function.calls:
         found = transfer.op(call)
-        if (found and found[1] == key) or any(k == key for _, k in transfer.wrapped(call)):
+        if (found and found[1] == key and found[0].action != "release") or \
+                any(k == key and op.action != "release" for op, k in transfer.wrapped(call)):
             return f"{call.name}({', '.join(call.args)})"
-    return key
+    return key   # taken by an in-file callee that returns it held
