@@ -25,7 +25,7 @@ import os
 import sqlite3
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -39,7 +39,7 @@ SUFFIXES = (".c", ".h")
 SKIPPED_DIRS = ("tools/", "Documentation/", "scripts/", "samples/", "usr/", "LICENSES/")
 DEPTH = 2    # callers of callers consulted for a caller's own entry
 # Bump when scan() changes what it records: every stored scan and index is then rebuilt.
-SCAN_VERSION = 2
+SCAN_VERSION = 3
 FANOUT = 32  # files consulted for a caller's own entry (the first, by path): a meet needs few
 
 FAMILIES = ("rcu", "rcu_bh", "rcu_sched", "srcu", "bh", "preempt", "irq", "spin", "rtnl")
@@ -90,12 +90,15 @@ def _ops() -> tuple[dict[bytes, tuple[int, int, bool]], dict[bytes, int], frozen
 
 def scan(source: bytes) -> dict:
     """{"defs": {name: [global, stated bits]}, "calls": {caller: [[callee, bits], ...]},
-    "regs": [[function, kind, struct], ...]} of one file's text."""
+    "regs": [[function, kind, struct], ...], "queue": {name: [params, [[spelling, argument], ...]]}}
+    of one file's text ("queue": the functions calling a tx queue stop/wake/start spelling)."""
     ops, asserts, registration_calls, guards = _ops()
+    queue_ops = _queue_spellings()
     text = _COMMENT_OR_STRING.sub(b" ", source)
     defs: dict[str, list] = {}
     calls: dict[str, list] = {}
     regs: list[list] = []
+    queue: dict[str, list] = {}
     position = 0
     bodies = []
     for opening in _BODY_OPEN.finditer(text):
@@ -118,7 +121,16 @@ def scan(source: bytes) -> dict:
         at = 0   # where the last lock operation was found: positions only matter for those
         sites: set[tuple[bytes, int]] = set()
         taken: list[list[str]] = []   # [spelling, argument text] of each lock call
+        queued: list[list[str]] = []  # [spelling, queue argument text] of each tx queue call
+        queue_at = 0
         for word in _CALL.findall(body):   # names only: a match object per call costs 10x
+            if word in queue_ops and word.decode() != name:
+                found_at = re.compile(rb"\b" + word + rb"\s*\(").search(body, queue_at)
+                queue_at = found_at.end() if found_at else queue_at
+                arguments = _arguments(body, queue_at) if found_at else []
+                position = queue_ops[word]
+                queued.append([word.decode(), arguments[position].decode("latin-1")
+                               if position < len(arguments) else ""])
             if word in _lock_spellings():
                 at = body.find(word, at) + len(word)
                 arguments = _arguments(body, body.find(b"(", at) + 1)
@@ -151,6 +163,8 @@ def scan(source: bytes) -> dict:
         effect = _net_effect(taken)
         if effect:   # a lock wrapper: what it leaves taken or released, and its parameters
             defs[name].append([_params(text, start), effect])
+        if queued:
+            queue[name] = [_params(text, start), queued]
     if b"=" not in text or not _FIELD_INIT.search(text):
         starts, structs = [], []
     else:
@@ -166,7 +180,13 @@ def scan(source: bytes) -> dict:
         kind = fields.get(match.group(1).decode("latin-1"))
         if kind:
             regs.append([match.group(2).decode("latin-1"), kind, ""])
-    return {"defs": defs, "calls": calls, "regs": regs}
+    return {"defs": defs, "calls": calls, "regs": regs, "queue": queue}
+
+
+@lru_cache(maxsize=1)
+def _queue_spellings() -> dict[bytes, int]:
+    """tx queue spelling -> the position of the argument naming its queue."""
+    return {name.encode(): entry[3] for name, entry in kfacts.table()["queue"]["spellings"].items()}
 
 
 @lru_cache(maxsize=1)
@@ -325,6 +345,12 @@ class CallIndex:
         found = self._query("SELECT effect FROM wrappers WHERE name = ?", name)
         return json.loads(found[0][0]) if found else None
 
+    @cached_property
+    def queue_wrappers(self) -> dict[str, list]:
+        """Header function -> [params, [[tx queue spelling, queue argument text], ...]]."""
+        return {name: json.loads(effect) for name, effect in
+                self._query("SELECT name, effect FROM queue_wrappers ORDER BY name")}
+
     def blob(self, number: int) -> str:
         found = self._query("SELECT blob FROM files WHERE number = ?", number)
         return found[0][0] if found else ""
@@ -449,6 +475,12 @@ def wrapper(name: str) -> tuple[list[str], list[list[str]]] | None:
     return (found[0], found[1]) if found else None
 
 
+def queue_wrappers() -> dict[str, list]:
+    """Header functions (static inline foo_stop_queue()) around tx queue spellings:
+    name -> [parameter names, [[spelling, queue argument text], ...]]; {} without an index."""
+    return _ACTIVE[-1][0].queue_wrappers if _ACTIVE else {}
+
+
 def entries(path: str, name: str) -> list[Way]:
     """The ways into the global function `name` defined in `path`, from the rest of the tree;
     [Way(unknown)] when there is none, or no index is in use."""
@@ -469,7 +501,7 @@ def fingerprint() -> str:
     digest = hashlib.sha1(f"scan {SCAN_VERSION}".encode())
     table = kfacts.table()
     read = {"lock": table["lock"], "guard": table["guard"], "registration": table["registration"],
-            "asserts": table["rcu"]["asserts"]}
+            "asserts": table["rcu"]["asserts"], "queue": table["queue"]["spellings"]}
     digest.update(json.dumps(read, sort_keys=True).encode())
     return digest.hexdigest()[:16]
 
@@ -521,9 +553,8 @@ def _scan_blob(item: tuple[str, str, Path]) -> dict:
     if found is None:
         found = scan(_read(path, blob))
         _store_scan(directory, blob, found)
-    return {"defs": found["defs"], "regs": found["regs"], "called": sorted({c for called in
-                                                                          found["calls"].values()
-                                                                          for c, _ in called})}
+    return {"defs": found["defs"], "regs": found["regs"], "queue": found["queue"],
+            "called": sorted({c for called in found["calls"].values() for c, _ in called})}
 
 
 def _scan_path(directory: Path, blob: str) -> Path:
@@ -582,13 +613,18 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
         CREATE TABLE callers (name TEXT, file INTEGER);
         CREATE TABLE regs (name TEXT, file INTEGER, kind TEXT, struct TEXT);
         CREATE TABLE wrappers (name TEXT PRIMARY KEY, effect TEXT);
+        CREATE TABLE queue_wrappers (name TEXT PRIMARY KEY, effect TEXT);
     """)
     database.executemany("INSERT INTO files VALUES (?, ?, ?)",
                          ((number, path, blob) for number, (path, blob) in enumerate(blobs)))
     defined: set[str] = set()
     wrappers: dict[str, str] = {}
+    queue_wrappers: dict[str, str] = {}
     for number, ((path, _), found) in enumerate(zip(blobs, summaries)):
         header = path.endswith(".h")
+        if header:
+            for name, effect in found["queue"].items():
+                queue_wrappers.setdefault(name, json.dumps(effect))
         rows = []
         for name, (is_global, stated, *wrapper) in found["defs"].items():
             rows.append((name, number, int(is_global or header), stated))
@@ -603,6 +639,7 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
         database.executemany("INSERT INTO callers VALUES (?, ?)",
                              ((name, number) for name in found["called"] if name in defined))
     database.executemany("INSERT INTO wrappers VALUES (?, ?)", sorted(wrappers.items()))
+    database.executemany("INSERT INTO queue_wrappers VALUES (?, ?)", sorted(queue_wrappers.items()))
     database.executescript("""
         CREATE INDEX defs_name ON defs (name);
         CREATE INDEX callers_name ON callers (name);

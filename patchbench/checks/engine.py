@@ -12,6 +12,8 @@ and keeps its tree-sitter queries in queries/<ID>.scm (load with `cparse.rule_qu
 A rule's MENTIONS are byte strings of which every file it can report on contains one (the callee
 names its analysis starts from): most kernel files contain none of any rule's, and those are never
 parsed. Plain substrings, not a regex: a failing regex alternation costs more than the search saves.
+MENTIONS may be a function returning them, for names the tree defines (header wrappers read from
+the call index in use).
 `finding(...)` below builds a Finding for it. Findings on a line carrying, or below a comment
 block carrying, `/* patchbench: allow(<rule>) <reason> */` are dropped here, not in the rules.
 A rule that raises fails the run (CheckFailed naming the rule and the file: exit 2): a file whose
@@ -77,7 +79,12 @@ def finding(rule_module: ModuleType, model: FileModel, node: tree_sitter.Node | 
 def applicable(source: bytes, rule_ids: set[str] | None = None) -> list[ModuleType]:
     """The rules (of rule_ids) that can report on this text: those whose MENTIONS it matches."""
     return [module for module in rules() if (rule_ids is None or module.ID in rule_ids)
-            and mentions(source, getattr(module, "MENTIONS", None))]
+            and mentions(source, _mentions_of(module))]
+
+
+def _mentions_of(module: ModuleType) -> tuple[bytes, ...] | None:
+    words = getattr(module, "MENTIONS", None)
+    return words() if callable(words) else words
 
 
 def mentions(source: bytes, words: tuple[bytes, ...] | None) -> bool:
