@@ -6,6 +6,10 @@ from the Debian tree (patch 1: the fix undone, patch 2: the fix again) and check
 family and per kernel (in scope: upstream fixes; the mission's and the seeds' own examples apart),
 every finding on a fix, and each miss with its recorded reason or, for an unmarked miss, what
 patch 1 did get. Run from the project root: `nice python bench/realbugs.py [--kernel 6.1] [CASE...]`.
+
+`--mutations` runs the held-out set of fixtures/realbugs/mutations.toml instead: bugs of our own
+planted in real 6.1 drivers (found / planted, per family), then whole-file lint of its pristine
+files (every finding printed: each one is a false alarm or a bug in the Debian tree).
 """
 
 from __future__ import annotations
@@ -46,9 +50,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernel", choices=("6.1", "7.2"), help="only the cases on this tree")
     parser.add_argument("--json", type=Path, help="also write every outcome to this file")
+    parser.add_argument("--mutations", action="store_true",
+                        help="the held-out mutations of real drivers and their pristine files")
     parser.add_argument("cases", nargs="*", help="case ids (default: all)")
     args = parser.parse_args()
-    cases = [c for c in realbugs.load_cases()
+    source = realbugs.MUTATIONS if args.mutations else realbugs.CASES
+    cases = [c for c in realbugs.load_cases(source)
              if (not args.kernel or c.kernel == args.kernel) and (not args.cases or c.id in args.cases)]
     trees = {version: kernel_repo(version) for version in sorted({c.kernel for c in cases})}
     started = time.monotonic()
@@ -60,7 +67,9 @@ def main() -> int:
             outcomes.append(outcome)
             mark = "caught" if outcome.caught and outcome.clean_fix else "MISSED"
             print(f"  {mark:6}  {case.kernel}  {case.family:8}  {case.id}", flush=True)
-    seconds = time.monotonic() - started
+        seconds = time.monotonic() - started
+        if args.mutations:
+            return _mutations(outcomes, seconds, Path(tmp) / "lint-cache")
 
     upstream = [o for o in outcomes if o.case.origin == "upstream"]
     print(f"\n{len(outcomes)} cases ({len(upstream)} upstream fixes) in {seconds:.0f} s\n")
@@ -91,6 +100,24 @@ def main() -> int:
     print(f"\nmisses: {len(misses)}")
     for o in misses:
         print(f"  {o.case.kernel} {o.case.id} [{o.case.rule}]: {_why(o)}")
+    return 0
+
+
+def _mutations(outcomes: list[realbugs.Outcome], seconds: float, cache: Path) -> int:
+    print(f"\n{len(outcomes)} planted bugs in {seconds:.0f} s: found {_rate(outcomes)}")
+    by = collections.defaultdict(list)
+    for o in outcomes:
+        by[o.case.family].append(o)
+    for family in realbugs.ORDER:
+        print(f"  {family:9} {_rate(by[family])}")
+    for o in outcomes:
+        if not (o.caught and o.clean_fix):
+            print(f"  missed {o.case.id} [{o.case.rule}]: {_why(o)}")
+    for kernel, files in realbugs.load_correct().items():
+        found = realbugs.lint_files(kernel_repo(kernel), files, cache)
+        print(f"\npristine {kernel} files: {len(found)} finding(s) in {len(files)} files")
+        for f in found:
+            print(f"  {f['rule']} {f['file']}:{f['line']} {f['function']}: {f['message']}")
     return 0
 
 

@@ -29,11 +29,12 @@ from tests.support.git_series import commit_files, format_patch, git
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "fixtures" / "realbugs" / "cases.toml"
+MUTATIONS = ROOT / "fixtures" / "realbugs" / "mutations.toml"   # held-out mutations and pristine files
 FAMILIES = {"lock-imbalance": "lock", "rcu-deref-unprotected": "rcu", "rcu-pointer-escapes": "rcu",
             "queue-stop-unmatched": "queue", "queue-wake-wrong-queue": "queue",
             "ptr-ring-consume-unlocked": "ptr_ring", "ptr-ring-produce-unlocked": "ptr_ring"}
 ORDER = ("lock", "rcu", "queue", "ptr_ring")
-ORIGINS = ("upstream", "mission", "seed")
+ORIGINS = ("upstream", "mission", "seed", "mutation")
 CHECK_TIMEOUT = 300
 
 
@@ -99,6 +100,23 @@ def load_cases(path: Path = CASES) -> list[Case]:
     for case in cases:
         assert case.rule in FAMILIES and case.origin in ORIGINS and case.kernel in ("6.1", "7.2"), case.id
     return cases
+
+
+def load_correct(path: Path = MUTATIONS) -> dict[str, list[str]]:
+    """Pristine files per kernel whose whole-file lint should report nothing."""
+    return {entry["kernel"]: entry["files"] for entry in tomllib.loads(path.read_text()).get("correct", [])}
+
+
+def lint_files(tree: Path, files: list[str], cache: Path) -> list[dict]:
+    """`patchbench lint --format json FILE...` run inside the Debian tree (read only), in its own
+    process with the facts cache `cache`: every finding on those files."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(PYTHONPATH=str(ROOT), PATCHBENCH_CACHE=str(cache))
+    proc = subprocess.run([sys.executable, "-m", "patchbench", "lint", "--format", "json", *files],
+                          cwd=tree, capture_output=True, text=True, env=env, timeout=CHECK_TIMEOUT)
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"patchbench lint exited {proc.returncode}: {proc.stderr.strip()[-400:]}")
+    return json.loads(proc.stdout)["findings"]
 
 
 def function_span(lines: list[str], name: str) -> tuple[int, int]:
