@@ -42,6 +42,9 @@ _OTHER_NAME = re.compile(
 # A stop in a function named like this is teardown or error handling even when xmit reaches it.
 TEARDOWN_NAME = re.compile(r"(reset|restart|reinit|recover|timeout|watchdog|fail|error|(^|_)err$|hang|"
                            r"suspend|close|(^|_)down$|shutdown|teardown|uninit|detach)")
+# A wake in a function named like this recovers a hung or reset device (a tx timeout handler
+# run from deferred work): it does not run as tx space frees, even when work that does reaches it.
+RECOVERY_NAME = re.compile(r"(reset|reinit|recover|timeout|watchdog|hang)")
 STOPPED_TESTS = kfacts.names("queue", "stopped_tests")
 # Generic callback names: a consumer unless the name also says what else it is (link handler).
 _CALLBACK_NAME = re.compile(r"(handler|_cb$|callback)")

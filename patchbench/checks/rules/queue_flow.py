@@ -23,7 +23,7 @@ from typing import Iterator
 from patchbench.checks import callindex, engine, kfacts, summaries
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel, Function
-from patchbench.checks.rules.queue_context import TEARDOWN_NAME, Sides
+from patchbench.checks.rules.queue_context import RECOVERY_NAME, TEARDOWN_NAME, Sides
 from patchbench.checks.rules.queue_ordering import (QueueFacts, barrier_functions, lost_wakeup, publishers,
                                                     unordered)
 from patchbench.checks.rules.queue_sites import (SPELLINGS, STOP_UNMATCHED, WRONG_QUEUE, QueueSite, QueueSites,
@@ -85,7 +85,7 @@ def _analyse(model: FileModel) -> list[Verdict]:
     if not stops:
         return []
     consumer = [s for s in found.sites if "consumer" in sides.sides[s.function.name]
-                and not _reprieve(s, stops, found)]
+                and not _reprieve(s, stops, found) and not RECOVERY_NAME.search(s.function.name)]
     wakes = [s for s in consumer if s.action == "wake"]
     if not wakes and not sides.has_consumer_root():
         return []  # the completion side lives in another file of the driver

@@ -3,9 +3,10 @@
 - A stop issued after the work was handed to the completer (urb submitted, ring produced, host
   notified) must be followed by a re-check that restarts the queue, or share a lock with the
   completion side; otherwise a completion in between is missed. Unless the stop is decided by a
-  count of work in flight that every waking completion drops (USB CAN drivers: stop with all tx
+  count of work in flight that every waking completion updates (USB CAN drivers: stop with all tx
   URBs submitted, wake in each URB's completion): the stop then happens with that many
-  completions to come, and each of them wakes again. Or unless the wake is in a callback that
+  completions to come, and each of them wakes again (only a driver with a single buffer in
+  flight, which needs no count, loses the wake-up). Or unless the wake is in a callback that
   re-arms itself to run periodically (an interrupt URB's completion polling the device): it tests
   again at its next run. Or unless the stop is followed by handing work or a kick to the
   completion side (veth: stop, then schedule the peer's NAPI): the completion runs after the stop.
@@ -32,7 +33,7 @@ _BARRIER = re.compile(kfacts.table()["queue"]["full_barrier"])
 _PARTIAL_BARRIERS = kfacts.names("queue", "partial_barrier")
 _IN_FLIGHT_READ = re.compile(r"\b(?:" + "|".join(sorted(kfacts.names("queue", "in_flight_reads"))) +
                              r")\s*\(\s*&?\s*([\w.>\[\]-]+)\s*\)")
-_IN_FLIGHT_DROPS = kfacts.names("queue", "in_flight_drops")
+_IN_FLIGHT_UPDATES = kfacts.names("queue", "in_flight_updates")
 _PERIODIC = kfacts.table()["queue"]["periodic"]
 # The transmit lock ndo_start_xmit runs under; completions that take it are serialised with xmit.
 TX_LOCK = "netdev_queue._xmit_lock"
@@ -145,10 +146,10 @@ def lost_wakeup(stop: QueueSite, wakes: list[QueueSite], results: dict[str, summ
 
 def _counted(model: FileModel, stop: QueueSite, wakes: list[QueueSite]) -> bool:
     """The stop is taken under a test of a count of work in flight (`atomic_read(&dev->active_tx_urbs)
-    >= MAX`) that a function waking the queue drops (`atomic_dec(&dev->active_tx_urbs)`)."""
+    >= MAX`) that a function waking the queue updates (`atomic_dec(&dev->active_tx_urbs)`)."""
     counted = {_last_field(match) for condition in _guards(model, stop.call.node)
                for match in _IN_FLIGHT_READ.findall(condition)}
-    return any(call.name in _IN_FLIGHT_DROPS and call.args and _last_field(call.args[0]) in counted
+    return any(call.name in _IN_FLIGHT_UPDATES and call.args and _last_field(call.args[0]) in counted
                for wake in wakes for call in wake.function.calls)
 
 
