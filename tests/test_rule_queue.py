@@ -29,6 +29,7 @@ EXPECTED = {
     "tp_stop_after_submit.c": {(STOP, "lark_start_xmit")},
     "tp_reader_no_wake.c": {(STOP, "pipit_net_xmit")},
     "tp_recheck_no_barrier.c": {(STOP, "__martin_maybe_stop_tx")},
+    "tp_wake_only_in_timeout_task.c": {(STOP, "shrike_start_xmit")},
     # correct shapes that naive matching flags
     "ok_wrapper_from_napi.c": set(),
     "ok_recheck_start.c": set(),
@@ -40,6 +41,10 @@ EXPECTED = {
     "ok_suppressed.c": set(),
     "ok_tty_write_wakeup.c": set(),
     "ok_wake_every_queue_in_loop.c": set(),
+    "ok_counted_in_flight.c": set(),
+    "ok_periodic_poll.c": set(),
+    "ok_stop_then_schedule.c": set(),
+    "ok_stop_then_kick.c": set(),
 }
 
 _EXPECT = re.compile(r"/\* expect: ([a-z-]+) \*/")

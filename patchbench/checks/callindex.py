@@ -29,7 +29,7 @@ import os
 import sqlite3
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -43,7 +43,7 @@ SUFFIXES = (".c", ".h")
 SKIPPED_DIRS = ("tools/", "Documentation/", "scripts/", "samples/", "usr/", "LICENSES/")
 DEPTH = 2    # callers of callers consulted for a caller's own entry
 # Bump when scan() changes what it records: every stored scan and index is then rebuilt.
-SCAN_VERSION = 5
+SCAN_VERSION = 6
 FANOUT = 32  # files consulted for a caller's own entry (the first, by path): a meet needs few
 NEED_DEPTH = 1   # calls between a function and the RCU read that makes it need a section on entry
 
@@ -99,17 +99,21 @@ def _ops() -> tuple[dict[bytes, tuple[int, int, bool]], dict[bytes, int], frozen
 
 def scan(source: bytes) -> dict:
     """{"defs": {name: [global, stated bits]}, "calls": {caller: [[callee, bits], ...]},
-    "regs": [[function, kind, struct], ...], "reads": {name: [primitive, line]}} of one file's
-    text; "reads" has the functions that read an RCU-protected pointer with nothing of their own
-    held (no reader, RTNL or named lock before it, no lockdep condition): the first such read."""
+    "regs": [[function, kind, struct], ...], "reads": {name: [primitive, line]},
+    "queue": {name: [params, [[spelling, argument], ...]]}} of one file's text; "reads" has the
+    functions that read an RCU-protected pointer with nothing of their own held (no reader, RTNL or
+    named lock before it, no lockdep condition): the first such read; "queue" the functions calling
+    a tx queue stop/wake/start spelling."""
     ops, asserts, registration_calls, guards = _ops()
     named, reads_needing, rtnl_asserts = _named_locks(), _reads(), _rtnl_asserts()
+    queue_ops = _queue_spellings()
     text = _COMMENT_OR_STRING.sub(b" ", source)
     defs: dict[str, list] = {}
     calls: dict[str, list] = {}
     regs: list[list] = []
     reads: dict[str, list] = {}
     lines = None   # where each read is, computed for the files that have one
+    queue: dict[str, list] = {}
     position = 0
     bodies = []
     for opening in _BODY_OPEN.finditer(text):
@@ -134,7 +138,16 @@ def scan(source: bytes) -> dict:
         read_at = 0   # where the last read was found
         sites: set[tuple[bytes, int]] = set()
         taken: list[list[str]] = []   # [spelling, argument text] of each lock call
+        queued: list[list[str]] = []  # [spelling, queue argument text] of each tx queue call
+        queue_at = 0
         for word in _CALL.findall(body):   # names only: a match object per call costs 10x
+            if word in queue_ops and word.decode() != name:
+                found_at = re.compile(rb"\b" + word + rb"\s*\(").search(body, queue_at)
+                queue_at = found_at.end() if found_at else queue_at
+                arguments = _arguments(body, queue_at) if found_at else []
+                position = queue_ops[word]
+                queued.append([word.decode(), arguments[position].decode("latin-1")
+                               if position < len(arguments) else ""])
             if word in _lock_spellings():
                 at = body.find(word, at) + len(word)
                 arguments = _arguments(body, body.find(b"(", at) + 1)
@@ -179,6 +192,8 @@ def scan(source: bytes) -> dict:
         effect = _net_effect(taken)
         if effect:   # a lock wrapper: what it leaves taken or released, and its parameters
             defs[name].append([_params(text, start), effect])
+        if queued:
+            queue[name] = [_params(text, start), queued]
     if b"=" not in text or not _FIELD_INIT.search(text):
         starts, structs = [], []
     else:
@@ -194,7 +209,7 @@ def scan(source: bytes) -> dict:
         kind = fields.get(match.group(1).decode("latin-1"))
         if kind:
             regs.append([match.group(2).decode("latin-1"), kind, ""])
-    return {"defs": defs, "calls": calls, "regs": regs, "reads": reads}
+    return {"defs": defs, "calls": calls, "regs": regs, "reads": reads, "queue": queue}
 
 
 class _Lines:
@@ -236,6 +251,12 @@ def _reads() -> dict[bytes, int | None]:
 @lru_cache(maxsize=1)
 def _rtnl_asserts() -> frozenset[bytes]:
     return frozenset(name.encode() for name in kfacts.names("rcu", "asserts", "rtnl"))
+
+
+@lru_cache(maxsize=1)
+def _queue_spellings() -> dict[bytes, int]:
+    """tx queue spelling -> the position of the argument naming its queue."""
+    return {name.encode(): entry[3] for name, entry in kfacts.table()["queue"]["spellings"].items()}
 
 
 @lru_cache(maxsize=1)
@@ -406,6 +427,12 @@ class CallIndex:
         found = self._wrappers.get(name)
         return json.loads(found) if found else None
 
+    @cached_property
+    def queue_wrappers(self) -> dict[str, list]:
+        """Header function -> [params, [[tx queue spelling, queue argument text], ...]]."""
+        return {name: json.loads(effect) for name, effect in
+                self._query("SELECT name, effect FROM queue_wrappers ORDER BY name")}
+
     def blob(self, number: int) -> str:
         found = self._query("SELECT blob FROM files WHERE number = ?", number)
         return found[0][0] if found else ""
@@ -562,6 +589,12 @@ def calls_a_need(source: bytes) -> bool:
     return bool(_ACTIVE) and not _ACTIVE[-1][0].needing().isdisjoint(_CALL.findall(source))
 
 
+def queue_wrappers() -> dict[str, list]:
+    """Header functions (static inline foo_stop_queue()) around tx queue spellings:
+    name -> [parameter names, [[spelling, queue argument text], ...]]; {} without an index."""
+    return _ACTIVE[-1][0].queue_wrappers if _ACTIVE else {}
+
+
 def entries(path: str, name: str) -> list[Way]:
     """The ways into the global function `name` defined in `path`, from the rest of the tree;
     [Way(unknown)] when there is none, or no index is in use."""
@@ -583,7 +616,8 @@ def fingerprint() -> str:
     table = kfacts.table()
     read = {"lock": table["lock"], "guard": table["guard"], "registration": table["registration"],
             "asserts": table["rcu"]["asserts"], "deref": table["rcu"]["deref"],
-            "readers": table["rcu"]["readers"], "helpers": table["rcu"]["helpers"]}
+            "readers": table["rcu"]["readers"], "helpers": table["rcu"]["helpers"],
+            "queue": table["queue"]["spellings"]}
     digest.update(json.dumps(read, sort_keys=True).encode())
     return digest.hexdigest()[:16]
 
@@ -635,7 +669,7 @@ def _scan_blob(item: tuple[str, str, Path]) -> dict:
     if found is None:
         found = scan(_read(path, blob))
         _store_scan(directory, blob, found)
-    return {"defs": found["defs"], "regs": found["regs"], "reads": found["reads"],
+    return {"defs": found["defs"], "regs": found["regs"], "reads": found["reads"], "queue": found["queue"],
             "called": sorted({c for called in found["calls"].values() for c, _ in called})}
 
 
@@ -698,6 +732,7 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
         CREATE TABLE wrappers (name TEXT PRIMARY KEY, effect TEXT);
         CREATE TABLE needs (name TEXT, file INTEGER, primitive TEXT, origin INTEGER, line INTEGER,
                             via TEXT);
+        CREATE TABLE queue_wrappers (name TEXT PRIMARY KEY, effect TEXT);
     """)
     database.executemany("INSERT INTO needs VALUES (?, ?, ?, ?, ?, ?)",
                          _needs(blobs, summaries, directory))
@@ -705,8 +740,12 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
                          ((number, path, blob) for number, (path, blob) in enumerate(blobs)))
     defined: set[str] = set()
     wrappers: dict[str, str] = {}
+    queue_wrappers: dict[str, str] = {}
     for number, ((path, _), found) in enumerate(zip(blobs, summaries)):
         header = path.endswith(".h")
+        if header:
+            for name, effect in found["queue"].items():
+                queue_wrappers.setdefault(name, json.dumps(effect))
         rows = []
         for name, (is_global, stated, *wrapper) in found["defs"].items():
             rows.append((name, number, int(is_global or header), stated))
@@ -721,6 +760,7 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
         database.executemany("INSERT INTO callers VALUES (?, ?)",
                              ((name, number) for name in found["called"] if name in defined))
     database.executemany("INSERT INTO wrappers VALUES (?, ?)", sorted(wrappers.items()))
+    database.executemany("INSERT INTO queue_wrappers VALUES (?, ?)", sorted(queue_wrappers.items()))
     database.executescript("""
         CREATE INDEX defs_name ON defs (name);
         CREATE INDEX callers_name ON callers (name);

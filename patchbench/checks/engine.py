@@ -15,6 +15,8 @@ parsed. Plain substrings, not a regex: a failing regex alternation costs more th
 A rule whose reach depends on the rest of the tree may also define `reaches(source) -> bool`: the
 file calls something the rule judges though it mentions none of its words (a callee elsewhere
 needing an RCU read-side section).
+MENTIONS may be a function returning them, for names the tree defines (header wrappers read from
+the call index in use).
 `finding(...)` below builds a Finding for it. Findings on a line carrying, or below a comment
 block carrying, `/* patchbench: allow(<rule>) <reason> */` are dropped here, not in the rules.
 A rule that raises fails the run (CheckFailed naming the rule and the file: exit 2): a file whose
@@ -80,8 +82,13 @@ def finding(rule_module: ModuleType, model: FileModel, node: tree_sitter.Node | 
 def applicable(source: bytes, rule_ids: set[str] | None = None) -> list[ModuleType]:
     """The rules (of rule_ids) that can report on this text: those whose MENTIONS it matches."""
     return [module for module in rules() if (rule_ids is None or module.ID in rule_ids)
-            and (mentions(source, getattr(module, "MENTIONS", None))
+            and (mentions(source, _mentions_of(module))
                  or (hasattr(module, "reaches") and module.reaches(source)))]
+
+
+def _mentions_of(module: ModuleType) -> tuple[bytes, ...] | None:
+    words = getattr(module, "MENTIONS", None)
+    return words() if callable(words) else words
 
 
 def mentions(source: bytes, words: tuple[bytes, ...] | None) -> bool:

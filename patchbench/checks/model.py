@@ -262,9 +262,10 @@ class FileModel:
                     pending.append(call.function)
         return wanted
 
-    def only_reached_from(self, name: str, kinds: set[str]) -> bool:
-        """Every way into the function is a registration of one of `kinds` ("napi_poll", ...),
-        directly or through in-file callers that are themselves only reached that way."""
+    def only_reached_from(self, name: str, kinds: set[str] | frozenset[str]) -> bool:
+        """Every way into the function is a registration of one of `kinds` ("napi_poll", or a
+        struct type and field, "Qdisc_ops.dequeue"), directly or through in-file callers that are
+        themselves only reached that way."""
         seen: set[str] = set()
 
         def reached(current: str) -> bool:
@@ -273,7 +274,8 @@ class FileModel:
             seen.add(current)
             registered = self.registrations.get(current, set())
             if registered:
-                return registered <= kinds
+                return all(kind in kinds or f"{self.ops_structs.get((current, kind))}.{kind}" in kinds
+                           for kind in registered)
             callers = self.callers.get(current, [])
             if not callers or self.has_unknown_callers(current):
                 return False

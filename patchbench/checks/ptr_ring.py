@@ -11,8 +11,9 @@ The lock must belong to the same ring: keys are type-based access paths, so
 `spin_lock(&q->ring.consumer_lock)` covers `__ptr_ring_consume(&q->ring)` whatever the local names;
 a ring reached only through an untyped `struct ptr_ring *` parameter accepts any lock of its side.
 Exempt: a comment within 5 lines above the call or above the function saying the consumer is
-single / lockless / not resized; functions only reached from a NAPI poll; teardown functions;
-the KNOWN_SERIALISED allowlist; the primitives' own bodies (`__ptr_ring_*`).
+single / lockless / not resized; functions only reached from ways in that run one at a time (a
+NAPI poll, a qdisc's dequeue/peek/reset: facts table); consumers of rings that are single-consumer
+by contract (a page_pool's); teardown functions; the primitives' own bodies (`__ptr_ring_*`).
 """
 
 from __future__ import annotations
@@ -35,15 +36,9 @@ _EXEMPTING_COMMENT = re.compile(r"single[ -]consumer|single[ -]producer|lockless
 _CALLER_HOLDS = re.compile(r"(caller|must|hold|held|under)[^.;]{0,60}(consumer|producer)_lock", re.I)
 _TEARDOWN = re.compile(r"(cleanup|destroy|_free|purge|teardown|_reset|_exit)$|_fini", re.I)
 _COMMENT_WINDOW = 5
-# A NAPI poll is one consumer at a time by construction (RULES.md (a), exemption 1).
-_SERIALISED_CONTEXTS = {"napi_poll"}
-# Consumers serialised by a protocol that cannot be read from the code: (path suffix, function).
-KNOWN_SERIALISED = {
-    ("net/sched/sch_generic.c", "pfifo_fast_dequeue"): "qdisc seqlock taken in qdisc_run_begin()",
-    ("net/sched/sch_generic.c", "pfifo_fast_peek"): "qdisc seqlock taken in qdisc_run_begin()",
-    ("net/sched/sch_generic.c", "pfifo_fast_reset"): "reset runs under the qdisc lock",
-    ("net/core/page_pool.c", "page_pool_refill_alloc_cache"): "softirq-owned alloc cache",
-}
+# Ways in that run one at a time (a NAPI poll, a qdisc's dequeue): one consumer by construction.
+_SERIALISED_CONTEXTS = kfacts.names("ptr_ring", "serialised_contexts")
+_SINGLE_CONSUMER_RINGS = kfacts.names("ptr_ring", "single_consumer_rings")
 
 
 def check_side(model: FileModel, rule: ModuleType, side: str) -> list[Finding]:
@@ -63,7 +58,7 @@ def check_side(model: FileModel, rule: ModuleType, side: str) -> list[Finding]:
         states = results[call.function].result.states_at(call)
         ring = _ring_key(model, function, call)
         holding = [any(_covers(key, ring, lock_name) for key in locks.held(s)) for s in states]
-        if all(holding) or _exempt(model, function, call):
+        if all(holding) or _exempt(model, function, call) or (side == "consumer" and ring in _SINGLE_CONSUMER_RINGS):
             continue
         findings.append(engine.finding(rule, model, call.node, function.name,
                                        _message(call, lock_name, any(holding)),
@@ -106,8 +101,6 @@ def _covers(key: str, ring: str, lock_name: str) -> bool:
 
 def _exempt(model: FileModel, function: Function, call: CallSite) -> bool:
     if _TEARDOWN.search(function.name) or model.only_reached_from(function.name, _SERIALISED_CONTEXTS):
-        return True
-    if any(model.path.endswith(path) and function.name == name for path, name in KNOWN_SERIALISED):
         return True
     if _EXEMPTING_COMMENT.search(function.comment) or _EXEMPTING_COMMENT.search(function.body_comment):
         return True

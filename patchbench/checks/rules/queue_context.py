@@ -3,7 +3,8 @@
 Roots are functions the file does not call itself (registered callbacks, non-static functions,
 address-taken ones). Each root is one of
 
-- `xmit`:     ndo_start_xmit, or a transmit helper called from another file of the driver;
+- `xmit`:     ndo_start_xmit, mac80211's .tx, or a transmit helper called from another file of
+              the driver (a function taking an skb named *_xmit, *_start_tx, *_send, *_tx);
 - `consumer`: a path that frees ring space: NAPI poll, tx interrupt, tasklet, urb completion,
               virtqueue/vmbus callbacks, the reader side of a virtual device (read, recvmsg);
 - `other`:    open/close, tx timeout, reset and recovery work, suspend/resume, probe, config.
@@ -27,8 +28,9 @@ CONSUMER_KINDS = kfacts.names("registration", "queue_sides", "consumer")
 # Deferred work and timers are consumers only when they free transmitted buffers themselves.
 DEFERRED_KINDS = kfacts.names("registration", "queue_sides", "deferred")
 FREES_TX = re.compile(kfacts.table()["queue"]["frees_tx"])
+# Fields (`ndo_start_xmit`) or struct type and field (`ieee80211_ops.tx`) registering a transmit.
 XMIT_FIELDS = kfacts.names("registration", "queue_sides", "xmit")
-_XMIT_NAME = re.compile(r"(xmit|start_tx|hard_start|(^|_)send(_pkt)?$)")
+_XMIT_NAME = re.compile(r"(xmit|start_tx|hard_start|(^|_)send(_pkt)?$|(^|_)tx$)")
 _CONSUMER_NAME = re.compile(
     r"(poll|clean|complet|_done|reclaim|tx_int|tx_irq|_isr|interrupt|_irq$|_gc$|recv|receive|read|"
     r"consume|wakeup)")
@@ -40,6 +42,9 @@ _OTHER_NAME = re.compile(
 # A stop in a function named like this is teardown or error handling even when xmit reaches it.
 TEARDOWN_NAME = re.compile(r"(reset|restart|reinit|recover|timeout|watchdog|fail|error|(^|_)err$|hang|"
                            r"suspend|close|(^|_)down$|shutdown|teardown|uninit|detach)")
+# A wake in a function named like this recovers a hung or reset device (a tx timeout handler
+# run from deferred work): it does not run as tx space frees, even when work that does reaches it.
+RECOVERY_NAME = re.compile(r"(reset|reinit|recover|timeout|watchdog|hang)")
 STOPPED_TESTS = kfacts.names("queue", "stopped_tests")
 # Generic callback names: a consumer unless the name also says what else it is (link handler).
 _CALLBACK_NAME = re.compile(r"(handler|_cb$|callback)")
@@ -71,7 +76,8 @@ class Sides:
     def root_side(self, name: str) -> str | None:
         """The side of a root, or None when the function is only reached by in-file calls."""
         kinds = self.model.registrations.get(name, set())
-        if kinds & XMIT_FIELDS:
+        if kinds & XMIT_FIELDS or any(f"{self.model.ops_structs.get((name, kind))}.{kind}" in XMIT_FIELDS
+                                      for kind in kinds):
             return "xmit"
         if kinds & CONSUMER_KINDS or any(_CONSUMER_NAME.search(k) or _CALLBACK_NAME.search(k)
                                          for k in kinds - DEFERRED_KINDS if not _OTHER_FIELD.search(k)):
@@ -136,6 +142,21 @@ class Sides:
                 if position is not None and position < len(call.args):
                     kicks.setdefault(_field(call.args[position]), set()).add(function.name)
         return {fn: kicks.get(work, set()) for work, fn in handlers.items() if fn in self.model.functions}
+
+    @property
+    def kick_calls(self) -> frozenset[str]:
+        """The calls that schedule deferred work."""
+        return frozenset(_DEFERRED_KICK)
+
+    def reach_from(self, names: set[str]) -> set[str]:
+        """names and the in-file functions they call, transitively."""
+        seen, stack = set(), list(names)
+        while stack:
+            current = stack.pop()
+            if current not in seen and current in self.callees:
+                seen.add(current)
+                stack.extend(self.callees[current])
+        return seen
 
     def frees_tx(self, name: str) -> bool:
         """The function, or one it calls in this file, frees transmitted buffers."""

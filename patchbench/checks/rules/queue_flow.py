@@ -16,22 +16,41 @@ Shared by the rules queue-stop-unmatched and queue-wake-wrong-queue (RULES.md se
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
 
-from patchbench.checks import engine, kfacts, summaries
+from patchbench.checks import callindex, engine, kfacts, summaries
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel, Function
-from patchbench.checks.rules.queue_context import TEARDOWN_NAME, Sides
+from patchbench.checks.rules.queue_context import RECOVERY_NAME, TEARDOWN_NAME, Sides
 from patchbench.checks.rules.queue_ordering import (QueueFacts, barrier_functions, lost_wakeup, publishers,
                                                     unordered)
 from patchbench.checks.rules.queue_sites import (SPELLINGS, STOP_UNMATCHED, WRONG_QUEUE, QueueSite, QueueSites,
-                                                 Verdict, collect, same_queue)
+                                                 Verdict, collect, same_queue, tree_wrappers)
 
-# The flow-control stop spellings: a file without one is never parsed for these rules.
-STOP_WORDS = tuple(sorted(name.encode() for name, (action, scope, _, _) in SPELLINGS.items()
-                          if action == "stop" and scope in ("one", "all")))
+# The flow-control stop spellings.
+_STOPS = frozenset(name for name, (action, scope, _, _) in SPELLINGS.items()
+                   if action == "stop" and scope in ("one", "all"))
+_WAKES = frozenset(name for name, (action, *_) in SPELLINGS.items() if action == "wake")
 _RING_PRODUCE = kfacts.names("ptr_ring", "produce")
+
+
+def _and_wrappers(names: frozenset[str]) -> frozenset[str]:
+    """names, and the header wrappers of the index in use around a spelling among them."""
+    return names | {name for name, (_, inner) in tree_wrappers().items()
+                    if any(spelling in names for spelling, _ in inner)}
+
+
+def stop_words() -> tuple[bytes, ...]:
+    """The flow-control stops and the wrappers around them: a file without one is never parsed
+    for these rules."""
+    return _stop_words(callindex.current_digest())
+
+
+@lru_cache(maxsize=4)
+def _stop_words(index_digest: str) -> tuple[bytes, ...]:
+    return tuple(sorted(name.encode() for name in _and_wrappers(_STOPS)))
 
 
 def findings(rule_id: str, model: FileModel) -> Iterator[Finding]:
@@ -56,7 +75,7 @@ _CACHE: dict[str, tuple[FileModel, list[Verdict]]] = {}
 
 
 def _analyse(model: FileModel) -> list[Verdict]:
-    if not engine.mentions(model.source, STOP_WORDS):
+    if not engine.mentions(model.source, stop_words()):
         return []  # most files never stop a queue: skip the query
     found = collect(model)
     sides = Sides(model)
@@ -66,7 +85,7 @@ def _analyse(model: FileModel) -> list[Verdict]:
     if not stops:
         return []
     consumer = [s for s in found.sites if "consumer" in sides.sides[s.function.name]
-                and not _reprieve(s, stops, found)]
+                and not _reprieve(s, stops, found) and not RECOVERY_NAME.search(s.function.name)]
     wakes = [s for s in consumer if s.action == "wake"]
     if not wakes and not sides.has_consumer_root():
         return []  # the completion side lives in another file of the driver
@@ -89,10 +108,12 @@ def _analyse(model: FileModel) -> list[Verdict]:
         same = [w for w in wakes if same_queue(stop, w, found)]
         if same:
             lost = lost_wakeup(stop, same, results, facts, sides)
-            verdicts.extend([lost] if lost else unordered(model, stop, same, results, barriers))
+            verdicts.extend([lost] if lost else unordered(model, stop, same, results, barriers, facts))
             continue
         if any(same_queue(stop, start, found) for start in starts):
             continue  # reported at the start that should have been a wake
+        if any(same_queue(stop, wake, found) for wake in _scheduled_wakes(stop, found, sides, results)):
+            continue  # the work it schedules after the stop restarts the queue (fjes' stall poller)
         others = [w for w in wakes if w.scope == "one"]
         if others:
             verdicts.extend(Verdict(WRONG_QUEUE, wake, _wrong_queue_message(wake, stop)) for wake in others)
@@ -111,6 +132,20 @@ def _analyse(model: FileModel) -> list[Verdict]:
     return list(unique.values())
 
 
+def _scheduled_wakes(stop: QueueSite, found: QueueSites, sides: Sides,
+                     results: dict[str, summaries.Summary]) -> list[QueueSite]:
+    """Wakes in the deferred work (and its in-file callees) that the stop's function schedules on
+    a path from the stop: that work runs after the stop and is its completion side."""
+    at_call = results[stop.function.name].result.at_call
+    scheduled = {handler for handler, kickers in sides.deferred_kicks.items()
+                 if stop.function.name in kickers and any(
+                     call.start > stop.call.start and call.name in sides.kick_calls
+                     and any(("stopped", stop.call.start) in state for state in states)
+                     for call, states in at_call.items())}
+    reached = sides.reach_from(scheduled)
+    return [site for site in found.sites if site.action == "wake" and site.function.name in reached]
+
+
 def _produces(function: Function) -> bool:
     """The function fills a ring someone else drains (tap's rx_handler feeding its readers)."""
     return any(c.name in _RING_PRODUCE for c in function.calls)
@@ -125,25 +160,25 @@ def _reprieve(site: QueueSite, stops: list[QueueSite], found: QueueSites) -> boo
 
 
 _INCLUDE = re.compile(rb'^#\s*include\s+"([^"]+)"', re.M)
-_WAKE_SPELLING = re.compile(rb"\b(" + b"|".join(sorted(name.encode() for name, (action, *_) in SPELLINGS.items()
-                                                    if action == "wake")) + rb")\s*\(")
+_CALLED = re.compile(rb"\b([A-Za-z_]\w*)\s*\(")
 
 
 def woken_in_sibling_file(path: str, source: bytes) -> bool:
     """Another C file of the driver directory, sharing a local header with this one, wakes queues:
     the completion side may live there (44 of 396 stopping files in 6.1 have no wake of their own)."""
     here = Path(path)
+    wakes = {name.encode() for name in _and_wrappers(_WAKES)}
     try:
         headers = set(_INCLUDE.findall(source))
         siblings = [p for p in here.parent.glob("*.c") if p != here] if headers else []
-        return any(headers & set(_INCLUDE.findall(text)) and _WAKE_SPELLING.search(text)
+        return any(headers & set(_INCLUDE.findall(text)) and wakes & set(_CALLED.findall(text))
                    for text in (p.read_bytes() for p in siblings))
     except OSError:
         return False  # only this file is known (a patch's blob): judge it alone
 
 
 def _start_message(start: QueueSite, stop: QueueSite) -> str:
-    return (f"{start.spelling}() on the completion side restarts {start.key.describe()} that "
+    return (f"{start.written}() on the completion side restarts {start.describe()} that "
             f"{stop.function.name}() stops, but a start does not reschedule the qdisc: packets "
             "queued meanwhile stay stuck until the next transmit; use a wake")
 
@@ -151,7 +186,7 @@ def _start_message(start: QueueSite, stop: QueueSite) -> str:
 def _unmatched_message(stop: QueueSite, found: QueueSites, sides: Sides) -> str:
     # the message is part of the finding's identity across patches: it names the stop, never the
     # other functions of the file, which a later unrelated patch may change
-    head = (f"{stop.spelling}() stops {stop.key.describe()} on the transmit path, but no "
+    head = (f"{stop.written}() stops {stop.describe()} on the transmit path, but no "
             "completion-side path (NAPI poll, tx interrupt, consumer/reader) wakes it")
     if any(s.action == "wake" and s.scope in ("one", "all") and same_queue(stop, s, found)
            and "xmit" not in sides.sides[s.function.name] for s in found.sites):
@@ -160,5 +195,5 @@ def _unmatched_message(stop: QueueSite, found: QueueSites, sides: Sides) -> str:
 
 
 def _wrong_queue_message(wake: QueueSite, stop: QueueSite) -> str:
-    return (f"{wake.spelling}() on the completion side wakes {wake.key.describe()}, but "
-            f"{stop.function.name}() stops {stop.key.describe()}; the stopped queue is never woken")
+    return (f"{wake.written}() on the completion side wakes {wake.describe()}, but "
+            f"{stop.function.name}() stops {stop.describe()}; the stopped queue is never woken")

@@ -2,7 +2,14 @@
 
 - A stop issued after the work was handed to the completer (urb submitted, ring produced, host
   notified) must be followed by a re-check that restarts the queue, or share a lock with the
-  completion side; otherwise a completion in between is missed.
+  completion side; otherwise a completion in between is missed. Unless the stop is decided by a
+  count of work in flight that every waking completion updates (USB CAN drivers: stop with all tx
+  URBs submitted, wake in each URB's completion): the stop then happens with that many
+  completions to come, and each of them wakes again (only a driver with a single buffer in
+  flight, which needs no count, loses the wake-up). Or unless the wake is in a callback that
+  re-arms itself to run periodically (an interrupt URB's completion polling the device): it tests
+  again at its next run. Or unless the stop is followed by handing work or a kick to the
+  completion side (veth: stop, then schedule the peer's NAPI): the completion runs after the stop.
 - A driver following pattern (ii) (stop, full barrier, re-check; completion: publish the index,
   full barrier, test stopped, wake) needs the barrier on both sides.
 
@@ -16,17 +23,20 @@ import re
 from patchbench.checks import flow, kfacts, summaries
 from patchbench.checks.model import CallSite, FileModel, Function
 from patchbench.checks.rules.queue_context import STOPPED_TESTS, Sides
-from patchbench.checks.rules.queue_sites import (SELF_CHECKING_STOPS, SPELLINGS, STOP_UNMATCHED, QueueSite, QueueSites,
+from patchbench.checks.rules.queue_sites import (SELF_CHECKING_STOPS, STOP_UNMATCHED, QueueSite, QueueSites,
                                                  Verdict, same_queue)
 
 # Calls that hand transmitted work to the side that completes it; barriers (kernel facts table).
 PUBLISH = re.compile(kfacts.table()["queue"]["publish"])
+_KICK = re.compile(kfacts.table()["queue"]["kick"])
 _BARRIER = re.compile(kfacts.table()["queue"]["full_barrier"])
 _PARTIAL_BARRIERS = kfacts.names("queue", "partial_barrier")
+_IN_FLIGHT_READ = re.compile(r"\b(?:" + "|".join(sorted(kfacts.names("queue", "in_flight_reads"))) +
+                             r")\s*\(\s*&?\s*([\w.>\[\]-]+)\s*\)")
+_IN_FLIGHT_UPDATES = kfacts.names("queue", "in_flight_updates")
+_PERIODIC = kfacts.table()["queue"]["periodic"]
 # The transmit lock ndo_start_xmit runs under; completions that take it are serialised with xmit.
 TX_LOCK = "netdev_queue._xmit_lock"
-_RESTARTS = frozenset(name for name, (action, scope, _, _) in SPELLINGS.items()
-                      if action in ("start", "wake") and scope == "one")
 
 
 def _lock_action(call: CallSite) -> str | None:
@@ -52,8 +62,15 @@ class QueueFacts(flow.Transfer):
         self.model = model
         self.found = found
         self.publishers = publishers
-        self.stops = {stop.call: stop for stop in stops}
-        self.restarts = {s.call: s for s in found.sites if s.action in ("start", "wake")}
+        self.kickers = _closure(model, lambda f: any(_KICK.match(c.name) for c in f.calls)) | publishers
+        # a call of a wrapper is a site per queue it may name
+        self.stops: dict[CallSite, list[QueueSite]] = {}
+        for stop in stops:
+            self.stops.setdefault(stop.call, []).append(stop)
+        self.restarts: dict[CallSite, list[QueueSite]] = {}
+        for site in found.sites:
+            if site.action in ("start", "wake"):
+                self.restarts.setdefault(site.call, []).append(site)
 
     def call(self, state, call: CallSite):
         action = _lock_action(call)
@@ -69,10 +86,10 @@ class QueueFacts(flow.Transfer):
             return state | {("published", call.name)}
         if call in self.stops:
             return state | {("stopped", call.start)}
-        restart = self.restarts.get(call)
-        if restart is not None:
-            return frozenset(f for f in state if f[0] != "stopped" or not same_queue(
-                self.stop_at(f[1]), restart, self.found))
+        restarts = self.restarts.get(call)
+        if restarts is not None:
+            return frozenset(f for f in state if f[0] != "stopped" or not any(
+                same_queue(stop, restart, self.found) for stop in self.stops_at(f[1]) for restart in restarts))
         return state
 
     def assume(self, state, call: CallSite, truth: bool):
@@ -83,8 +100,21 @@ class QueueFacts(flow.Transfer):
             return state | {("lock", TX_LOCK)}
         return state
 
-    def stop_at(self, offset: int) -> QueueSite:
-        return next(stop for call, stop in self.stops.items() if call.start == offset)
+    def stops_at(self, offset: int) -> list[QueueSite]:
+        return next(stops for call, stops in self.stops.items() if call.start == offset)
+
+    def handed_after(self, stop: QueueSite, result: flow.FlowResult) -> bool:
+        """Some path from the stop hands work to, or schedules, the completion side."""
+        return any(call.start > stop.call.start and (PUBLISH.match(call.name) or _KICK.match(call.name)
+                                                     or call.name in self.kickers)
+                   and any(("stopped", stop.call.start) in state for state in states)
+                   for call, states in result.at_call.items())
+
+    def rechecks(self, stop: QueueSite, result: flow.FlowResult) -> list[CallSite]:
+        """Starts or wakes of one queue that some path from the stop reaches in the same function."""
+        return [call for call, states in result.at_call.items()
+                if call.start > stop.call.start and any(site.scope == "one" for site in self.restarts.get(call, ()))
+                and any(("stopped", stop.call.start) in state for state in states)]
 
     def lock_key(self, call: CallSite) -> str:
         # by the lock's field name: `&queue->tx_lock` in xmit and in the completion are one lock
@@ -101,37 +131,61 @@ def lost_wakeup(stop: QueueSite, wakes: list[QueueSite], results: dict[str, summ
     result = results[stop.function.name].result
     states = result.states_at(stop.call)
     published = sorted({fact[1] for state in states for fact in state if fact[0] == "published"})
-    if not published or _rechecked(stop, result):
+    if not published or facts.rechecks(stop, result) or facts.handed_after(stop, result):
         return None
     held = {fact[1] for fact in result.held_at(stop.call) if fact[0] == "lock"} | {TX_LOCK}
     if any(held & _locks_at(results, w) for w in wakes) or held & _consumer_locks(facts, sides):
         return None
+    if _counted(facts.model, stop, wakes) or any(_periodic(facts.model, wake.function) for wake in wakes):
+        return None
     return Verdict(STOP_UNMATCHED, stop, (
-        f"{stop.spelling}() runs after {published[0]}() has handed work to the completion side, "
+        f"{stop.written}() runs after {published[0]}() has handed work to the completion side, "
         "with no re-check of the ring after the stop and no lock shared with the wake: a "
         "completion in between sees a running queue and the wake-up is lost"), "warning")
 
 
-def _rechecked(stop: QueueSite, result: flow.FlowResult) -> bool:
-    return bool(_rechecks(stop, result))
+def _counted(model: FileModel, stop: QueueSite, wakes: list[QueueSite]) -> bool:
+    """The stop is taken under a test of a count of work in flight (`atomic_read(&dev->active_tx_urbs)
+    >= MAX`) that a function waking the queue updates (`atomic_dec(&dev->active_tx_urbs)`)."""
+    counted = {_last_field(match) for condition in _guards(model, stop.call.node)
+               for match in _IN_FLIGHT_READ.findall(condition)}
+    return any(call.name in _IN_FLIGHT_UPDATES and call.args and _last_field(call.args[0]) in counted
+               for wake in wakes for call in wake.function.calls)
 
 
-def _rechecks(stop: QueueSite, result: flow.FlowResult) -> list[CallSite]:
-    """Starts or wakes that some path from the stop reaches in the same function."""
-    return [call for call, states in result.at_call.items()
-            if call.start > stop.call.start and call.name in _RESTARTS
-            and any(("stopped", stop.call.start) in state for state in states)]
+def _periodic(model: FileModel, function: Function) -> bool:
+    """The function is a callback that re-arms itself (queue.periodic of the facts table)."""
+    rearms = {rearm for registration, (position, rearm) in _PERIODIC.items()
+              for other in model.functions.values() for call in other.calls
+              if call.name == registration and len(call.args) > position
+              and call.args[position].lstrip("&") == function.name}
+    return any(call.name in rearms for call in function.calls)
+
+
+def _guards(model: FileModel, node) -> list[str]:
+    """The conditions of the `if` statements whose then-branch holds node."""
+    found = []
+    while node.parent is not None and node.type != "function_definition":
+        parent = node.parent
+        if parent.type == "if_statement" and parent.child_by_field_name("consequence") == node:
+            found.append(model.text(parent.child_by_field_name("condition")))
+        node = parent
+    return found
+
+
+def _last_field(expression: str) -> str:
+    return re.split(r"->|\.", expression.lstrip("&( "))[-1].strip(" )")
 
 
 def unordered(model: FileModel, stop: QueueSite, wakes: list[QueueSite],
-               results: dict[str, summaries.Summary], barriers: set[str]) -> list[Verdict]:
+              results: dict[str, summaries.Summary], barriers: set[str], facts: QueueFacts) -> list[Verdict]:
     """A driver following pattern (ii) of RULES.md (stop, full barrier, re-check; completion:
     publish the index, full barrier, test stopped, wake) needs the barrier on both sides. A side
     missing it while the other has it is reported; drivers with neither (old ISA and USB drivers
     that rely on their interrupt structure) are left alone."""
     if stop.spelling in SELF_CHECKING_STOPS:
         return []
-    rechecks = _rechecks(stop, results[stop.function.name].result)
+    rechecks = facts.rechecks(stop, results[stop.function.name].result)
     if not rechecks:
         return []
     first = min(call.start for call in rechecks)
@@ -148,13 +202,13 @@ def unordered(model: FileModel, stop: QueueSite, wakes: list[QueueSite],
     verdicts = []
     if not stop_fenced and any(fenced for fenced, _ in tested.values()):
         verdicts.append(Verdict(STOP_UNMATCHED, stop, (
-            f"{stop.spelling}() is re-checked with no full barrier (smp_mb()) between the stop and "
+            f"{stop.written}() is re-checked with no full barrier (smp_mb()) between the stop and "
             "the re-check, while the completion side fences its test: the ring read can pass the "
             "stop, a completion that ran meanwhile saw a running queue, and the wake-up is lost"),
             "warning"))
     if stop_full:
         verdicts.extend(Verdict(STOP_UNMATCHED, wake, (
-            f"{test.name}() is tested before {wake.spelling}() with no full barrier after the ring "
+            f"{test.name}() is tested before {wake.written}() with no full barrier after the ring "
             f"index is published, while {stop.function.name}() fences its re-check: a concurrent "
             "stop can be missed and the queue stays stopped"), "warning")
             for wake, (fenced, test) in tested.items() if not fenced)

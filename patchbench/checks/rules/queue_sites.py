@@ -11,6 +11,11 @@ index expression says about the queue, independent of the variable names of each
 - `derived`: an index computed by a helper (`vq2txq(vq)`) or a txq pointer kept in a struct;
 - `unknown`: anything else (parameters, loop counters, arithmetic); it matches every key, so an
              expression we cannot read never produces a finding.
+
+Keys live in a space: a net_device's tx queues, or an ieee80211_hw's (mac80211 numbers its queues
+per hardware queue: `ieee80211_stop_queue(hw, 2)` and `netif_stop_subqueue(dev, 2)` are unrelated).
+A header function around a spelling (b43's `b43_stop_queue(dev, prio)`, which stops `prio` or queue
+0) gives one site per queue it may name, its parameters read at the call (callindex.queue_wrappers).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from functools import cached_property
 
 import tree_sitter
 
-from patchbench.checks import cparse, kfacts
+from patchbench.checks import callindex, cparse, kfacts
 from patchbench.checks.model import CallSite, FileModel, Function
 
 # Spelling -> (action, scope, how the queue is named, argument position): the kernel facts table.
@@ -36,6 +41,8 @@ _XMIT_INDEX_CALLS = kfacts.names("queue", "xmit_index_calls")
 _XMIT_TXQ_CALLS = kfacts.names("queue", "xmit_txq_calls")
 _TXQ_LOOKUPS = kfacts.names("queue", "txq_lookups")
 _MULTIQUEUE_CALLS = kfacts.names("queue", "multiqueue_calls")
+# Spellings whose queues are an ieee80211_hw's, numbered per hardware queue.
+_HW_SPELLINGS = kfacts.names("queue", "hw_queue_spellings")
 
 
 STOP_UNMATCHED = "queue-stop-unmatched"
@@ -47,8 +54,11 @@ class QueueKey:
     kind: str              # const | xmit | field | derived | unknown
     name: str = ""         # the constant, field or helper name
     owner: str = ""        # struct type (access path) owning the field, when known
+    space: str = "netdev"  # netdev | hw (an ieee80211_hw's queues)
 
     def matches(self, other: "QueueKey", multiqueue: bool) -> bool:
+        if self.space != other.space:
+            return False
         if "unknown" in (self.kind, other.kind) or self == other:
             return True
         if self.kind == "const" or other.kind == "const":
@@ -79,14 +89,24 @@ _STEPPED = re.compile(r"\b([A-Za-z_]\w*)\s*(?:\+\+|--|[-+*/]=)|(?:\+\+|--)\s*([A
 class QueueSite:
     action: str            # stop | wake | start
     scope: str             # one | all | detach
-    spelling: str
+    spelling: str          # the kernel's spelling
     key: QueueKey
     function: Function
     call: CallSite
+    via: str = ""          # the header wrapper called here, when the spelling is inside it
 
     @property
     def line(self) -> int:
         return self.call.line
+
+    @property
+    def written(self) -> str:
+        """What the code calls: the spelling, or the wrapper around it."""
+        return self.via or self.spelling
+
+    def describe(self) -> str:
+        """The queue, and the wrapper's spelling naming it: `queue 0 (ieee80211_stop_queue() in b43_stop_queue())`."""
+        return self.key.describe() + (f" ({self.spelling}() in {self.via}())" if self.via else "")
 
 
 @dataclass
@@ -105,36 +125,78 @@ class Verdict:
 
 
 def same_queue(stop: QueueSite, wake: QueueSite, found: QueueSites) -> bool:
+    if stop.key.space != wake.key.space:
+        return False
     if stop.scope == "all" or wake.scope == "all":
         return True
     return stop.key.matches(wake.key, found.multiqueue)
 
 
+def tree_wrappers() -> dict[str, list]:
+    """The header wrappers of tx queue spellings in the tree (callindex.queue_wrappers)."""
+    return {name: found for name, found in callindex.queue_wrappers().items() if name not in SPELLINGS}
+
+
 def collect(model: FileModel) -> QueueSites:
-    """Every stop/wake/start call inside a function of the file, with its queue key."""
+    """Every stop/wake/start call inside a function of the file, with its queue key; a call of a
+    header wrapper gives a site for each spelling inside it."""
     sites = []
     readers: dict[str, KeyReader] = {}
+    around = {name: found for name, found in tree_wrappers().items() if name not in model.functions}
     for function in model.functions.values():
         for call in function.calls:
-            if call.name not in SPELLINGS:
+            if call.name not in SPELLINGS and call.name not in around:
                 continue
-            action, scope, named_by, position = SPELLINGS[call.name]
             args = [a for a in call.node.child_by_field_name("arguments").named_children if a.type != "comment"]
             reader = readers.setdefault(function.name, KeyReader(model, function))
-            key = _site_key(reader, named_by, args[position] if position < len(args) else None)
-            sites.append(QueueSite(action, scope, call.name, key, function, call))
+            if call.name in SPELLINGS:
+                action, scope, named_by, position = SPELLINGS[call.name]
+                key = _site_key(reader, named_by, args[position] if position < len(args) else None,
+                                _space(call.name))
+                sites.append(QueueSite(action, scope, call.name, key, function, call))
+                continue
+            params, inner = around[call.name]
+            for spelling, argument in inner:
+                action, scope, named_by, _ = SPELLINGS[spelling]
+                key = _wrapped_key(reader, named_by, argument, params, args, _space(spelling))
+                site = QueueSite(action, scope, spelling, key, function, call, via=call.name)
+                if not any(s.call is call and s.key == key and s.action == action for s in sites):
+                    sites.append(site)
     sites.sort(key=lambda site: site.call.start)
     multiqueue = any(s.key.kind not in ("const", "unknown") for s in sites if s.scope == "one") or any(
         c.name in _MULTIQUEUE_CALLS for f in model.functions.values() for c in f.calls)
     return QueueSites(sites, multiqueue)
 
 
-def _site_key(reader: "KeyReader", named_by: str, arg: tree_sitter.Node | None) -> QueueKey:
+def _space(spelling: str) -> str:
+    return "hw" if spelling in _HW_SPELLINGS else "netdev"
+
+
+def _site_key(reader: "KeyReader", named_by: str, arg: tree_sitter.Node | None, space: str) -> QueueKey:
     if named_by == "dev":
-        return QueueKey("const", "0")
-    if arg is None:
-        return UNKNOWN
-    return reader.index(arg) if named_by == "index" else reader.txq(arg)
+        key = QueueKey("const", "0")
+    elif arg is None:
+        key = UNKNOWN
+    else:
+        key = reader.index(arg) if named_by == "index" else reader.txq(arg)
+    return QueueKey(key.kind, key.name, key.owner, space)
+
+
+_NUMBER = re.compile(r"(0[xX][0-9a-fA-F]+|\d+)[uUlL]*")
+
+
+def _wrapped_key(reader: "KeyReader", named_by: str, argument: str, params: list[str],
+                 args: list[tree_sitter.Node], space: str) -> QueueKey:
+    """The key of a spelling inside a wrapper: its queue argument is a literal, or one of the
+    wrapper's parameters (read from the call's argument); anything else is unknown."""
+    if named_by == "dev":
+        return _site_key(reader, named_by, None, space)
+    argument = argument.strip()
+    if _NUMBER.fullmatch(argument) and named_by == "index":
+        return QueueKey("const", str(int(argument.rstrip("uUlL"), 0)), "", space)
+    if argument in params and params.index(argument) < len(args):
+        return _site_key(reader, named_by, args[params.index(argument)], space)
+    return QueueKey("unknown", space=space)
 
 
 class KeyReader:

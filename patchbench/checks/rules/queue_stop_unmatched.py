@@ -15,7 +15,7 @@ ID = queue_flow.STOP_UNMATCHED
 SEVERITY = "error"
 MESSAGE = "a tx queue stop with no wake of the same queue on the path that frees space"
 
-MENTIONS = queue_flow.STOP_WORDS
+MENTIONS = queue_flow.stop_words
 
 
 def check(model: FileModel) -> Iterable[Finding]:

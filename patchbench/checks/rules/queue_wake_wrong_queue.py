@@ -15,7 +15,7 @@ ID = queue_flow.WRONG_QUEUE
 SEVERITY = "error"
 MESSAGE = "the completion-side wake names a different queue than the stop"
 
-MENTIONS = queue_flow.STOP_WORDS
+MENTIONS = queue_flow.stop_words
 
 
 def check(model: FileModel) -> Iterable[Finding]:
