@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from patchbench.checks import kfacts
-from patchbench.tree.git import BlobReader, Git
+from patchbench.tree.git import BlobReader, Git, GitFailed
 
 UNKNOWN_WAY = frozenset({("unknown", "way")})
 UNKNOWN = ("unknown",)
@@ -859,15 +859,21 @@ def _checkout_blobs(root: Path) -> list[tuple[str, str]] | None:
     a file its stat data shows unchanged has the blob id recorded there (reading and hashing a
     whole tree costs about 1.5 CPU-s, this a fifth of it). Changed, unmerged and untracked files
     and symlinks (git records the link, the walk reads its target) are hashed as the walk does.
-    None when root is no checkout's top."""
+    None when root is no checkout's top (or git cannot say)."""
     from patchbench.checks.facts import blob_id
     git = Git.at(root)
-    code, top, _ = git.run("rev-parse", "--show-toplevel", check=False)
-    if code != 0 or Path(top.strip()).resolve() != root.resolve():
+    try:
+        code, top, _ = git.run("rev-parse", "--show-toplevel", check=False)
+        if code != 0 or Path(top.strip()).resolve() != root.resolve():
+            return None
+        listed = git.run("ls-files", "--stage", "-z")[1]
+        changed = git.run("diff-files", "--name-only", "-z")[1].split("\0")
+        untracked = git.run("ls-files", "--others", "-z")[1].split("\0")
+    except (OSError, GitFailed):   # no git installed, a repository git refuses: read every file
         return None
     staged: dict[str, str] = {}
     hashed: set[str] = set()
-    for entry in git.run("ls-files", "--stage", "-z")[1].split("\0"):
+    for entry in listed.split("\0"):
         meta, _, path = entry.partition("\t")
         mode, blob, stage = (meta.split() + ["", "", ""])[:3]
         if not _walked(path):
@@ -876,8 +882,6 @@ def _checkout_blobs(root: Path) -> list[tuple[str, str]] | None:
             staged[path] = blob
         else:
             hashed.add(path)   # a symlink, a conflict, a submodule
-    changed = git.run("diff-files", "--name-only", "-z")[1].split("\0")
-    untracked = git.run("ls-files", "--others", "-z")[1].split("\0")
     hashed.update(path for path in (*changed, *untracked) if _walked(path))
     for path in hashed:
         staged.pop(path, None)
