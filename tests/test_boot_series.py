@@ -63,6 +63,16 @@ def test_a_series_that_only_breaks_a_makefile_fails_its_build_job(kernel_tree, b
     assert job["reason"].startswith("drivers/net/ no longer builds:") and "tun_offload.o" in job["reason"], job
 
 
+def test_a_patch_that_breaks_a_later_patchs_object_fails_its_own_build_job(kernel_tree, base, results_db):
+    head, _ = plant(kernel_tree, "rename-breaks-later-object", base)
+    code, report = patchbench("build", f"{base}..{head}", "--tree", str(kernel_tree), "--results", str(results_db))
+    first, second = report["jobs"]
+    assert first["objects"][-1] == "drivers/net/tun.o"   # compiled as the later patch's object, not the header's
+    assert code == 1 and first["status"] == "fail", first
+    assert first["reason"] == "no longer compiles: drivers/net/tun.o", first
+    assert second["status"] == "pass", second
+
+
 def test_a_kconfig_only_series_has_its_new_symbols_reported_and_enabled_where_they_can_be(kernel_tree, base,
                                                                                          results_db):
     head, _ = plant(kernel_tree, "kconfig-symbols", base)

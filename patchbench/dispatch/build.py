@@ -23,7 +23,8 @@ SKIPPED_TOP_DIRS = ("Documentation/", "tools/", "scripts/", "samples/", "usr/")
 # functions stay inline (some need it to compile).
 TRACEABLE_CFLAGS = ("-fno-inline-functions -fno-inline-small-functions -fno-inline-functions-called-once "
                     "-fno-partial-inlining")
-MAKE_ERROR = re.compile(r"\*\*\* .*(Stop\.|Error \d+)|^[^:\s]+:\d+: \*\*\* ")
+MAKE_ERROR = re.compile(r"^(make(\[\d+\])?|[^:\s]+:\d+): \*\*\* ")
+MAKE_ERROR_SUMMARY = re.compile(r"\] Error \d+$")   # a sub-make's exit passed up: the cause is elsewhere
 
 
 @dataclass
@@ -136,8 +137,9 @@ def _build_directories(kbuild: Kbuild, directories: list[str], log: Path, job: O
     done = kbuild.make(directories, log=log, timeout=job.timeout, diagnostics=True, on_line=ctx.progress.line)
     if done.timed_out:
         raise JobFailed("fail", f"building {' '.join(directories)} timed out after {job.timeout:.0f} s", log)
-    failures = [] if done.returncode == 0 else [
-        line.strip() for line in done.output.splitlines() if MAKE_ERROR.search(line)] or ["make failed"]
+    errors = [line.strip() for line in done.output.splitlines() if MAKE_ERROR.search(line.strip())]
+    causes = [line for line in errors if not MAKE_ERROR_SUMMARY.search(line)]
+    failures = [] if done.returncode == 0 else causes + errors or ["make failed"]
     return warnings.parse(done.output, str(kbuild.slot.src)), failures
 
 

@@ -14,7 +14,6 @@ mount -t devtmpfs devtmpfs /dev 2>/dev/null
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 ip link set lo up
 [ -c /dev/net/tun ] || { mkdir -p /dev/net; mknod /dev/net/tun c 10 200; }
-coverage_start
 
 TRACING=/sys/kernel/tracing
 coverage_start() {
@@ -58,6 +57,8 @@ wait_dev() {
 	for i in 1 2 3 4 5 6 7 8 9 10; do [ -e "/sys/class/net/$1" ] && return 0; sleep 0.5; done
 	return 1
 }
+
+coverage_start
 
 # tun: a helper answers the echo requests the kernel routes into the tun device.
 /bin/tun_echo pbtun0 3 &
