@@ -231,8 +231,11 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Findi
     taken = {key for key, action in first.items() if action in ("acquire", "try", "try_fail")
              and (key not in _GLOBAL_KEYS or key in _SECTIONS)}
     named: dict[str, set[str]] = {}   # key -> the argument texts naming it
+    spellings: dict[str, set[str]] = {}   # key -> the acquiring spellings (down_read and down_write)
     for call in function.calls:
         found = transfer.op(call)
+        if found is not None and found[0].action != "release":
+            spellings.setdefault(found[1], set()).add(call.name)
         if found is not None and found[0].key != "global" and found[0].argument < len(call.args):
             named.setdefault(found[1], set()).add(call.args[found[0].argument])
         elif found is not None:
@@ -251,12 +254,15 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Findi
         # already); loops and correlated conditions the walk cannot follow leave other shapes
         # too uncertain.
         flags = _flag_guards(model, function, call)
-        # "released already" only for a lock always named the same way: hslot->lock and
-        # hslot2->lock are one typed key, and releasing one does not release the other
-        once = len(named.get(key, ())) == 1
+        # "released already" only for a lock always named and taken the same way: hslot->lock
+        # and hslot2->lock are one typed key, and releasing one does not release the other
+        once = len(named.get(key, ())) == 1 and len(spellings.get(key, ())) == 1
         if _on_labelled_exit(function, call) and any(
                 ("held", key) not in state and ("caller", key) not in state
                 and (once or ("released", key) not in state)
+                # a section is reported released twice, never as not opened: `#if A || B` opens
+                # it and `#ifdef A` jumps to its end, which the walk cannot tell apart
+                and (key not in _SECTIONS or ("released", key) in state)
                 and not any(fact[0] == "implied" and fact[1] == key for fact in state)
                 and all(("set", flag) in state for flag in flags)
                 for state in states):
