@@ -346,9 +346,6 @@ class LockTransfer(flow.Transfer):
         summary = self.summaries.get(call.name)
         if summary is None or call.name == call.function or not summary.exits:
             return state
-        # the callee says it: __acquires(RCU) (its own walk may not see a cross-file helper take it)
-        for key in annotated_keys(self.model, summary.function, "__acquires"):
-            state = state | {("held", self.model.at_call_site(key, summary.function, call))}
         always = flow.intersection(summary.exits)
         ever_held = frozenset().union(*summary.exits)
         for fact in always:
