@@ -284,7 +284,11 @@ class LockTransfer(flow.Transfer):
                         continue
                     mine = self.model.at_call_site(key, summary.function, call)
                     if kind == "held":   # `chan = l2cap_get_chan_by_scid(); if (!chan)`
-                        state = state | {("held", mine)}
+                        # only the returned object's lock or one named through a parameter: a
+                        # lock reached through an out-parameter (*cbdr) or a global is not followed
+                        declarator = summary.function.node.child_by_field_name("declarator")
+                        if mine != key or (declarator is not None and declarator.type == "pointer_declarator"):
+                            state = state | {("held", mine)}
                     elif ("held", mine) in state:   # `if (tcp_add_backlog(sk, skb)) goto discard;`
                         state = released(state, mine)
             return state

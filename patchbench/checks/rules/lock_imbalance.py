@@ -34,7 +34,9 @@ _WRAPPER_NAME = re.compile(r"(^|_)(try)?lock(_bh|_irq\w*|_nested|_shared|_exclus
 _HANDING_NAME = re.compile(r"(^|_)(try)?lock(_|$)|acquire|_get_|_get$|_hold|_begin|_start|_enter|suspend"
                            r"|(^|_)pre_|prep|_down$|lookup|(^|_)down_(read|write)", re.IGNORECASE)
 # Registrations whose counterpart releases: .pre_doit/.post_doit, .start/.stop, .lock/.unlock, ...
-_PAIRED_FIELD = re.compile(r"pre|start|next|lock|begin|prepare|init|get|enter|acquire", re.IGNORECASE)
+# (whole field names: .ndo_start_xmit is no .start)
+_PAIRED_FIELD = re.compile(r"^(pre_\w+|\w*_?(start|next|lock|begin|prepare|init|get|enter|acquire))$",
+                           re.IGNORECASE)
 # Words of paired function names: foo_open() takes what foo_close() releases.
 _COUNTERPARTS = (("open", "close"), ("start", "stop"), ("begin", "end"), ("block", "unblock"),
                  ("get", "put"), ("enter", "exit"), ("prepare", "finish"), ("lock", "unlock"))
@@ -73,8 +75,9 @@ def check(model: FileModel) -> Iterable[Finding]:
     names = {name for name, function in model.functions.items() if any(_takes(model, c) for c in function.calls)}
     if not names:
         return []
-    # and their callers: an in-file callee may return a lock held (a lookup returning it locked)
-    names |= {call.function for name in names for call in model.callers.get(name, []) if call.function}
+    # and the callers of those returning a pointer: a lookup may return its object locked
+    names |= {call.function for name in names if _return_kind(model, model.functions[name]) == "pointer"
+              for call in model.callers.get(name, []) if call.function}
     results = summaries.solve(model, names | locks.lock_functions(model),
                               lambda s: locks.LockTransfer(model, s, values=True),
                               precondition=lambda f: _precondition(model, f), inherit=None,
@@ -117,12 +120,30 @@ def _check_function(model: FileModel, summary: summaries.Summary) -> list[Findin
     flavours = {(fact[1], fact[2]) for _, state in exits for fact in state
                 if fact[0] == "implied" and fact[1] in _FLAVOURS and ("held", fact[2]) not in state}
     for implied, key in sorted(flavours):
+        if _flags_handed_out(model, function, key):
+            continue
         node = min((n for n, state in exits if ("implied", implied, key) in state), key=lambda n: n.start_byte)
         findings.append(engine.finding(
             engine.rule(ID), model, node, function.name,
             f"{_spelling(model, function, key)} in {function.name}() is released by an unlock of "
             f"another flavour: {'softirqs' if implied == 'bh' else 'interrupts'} stay disabled at this return"))
     return findings + _double_locks(model, summary)
+
+
+def _flags_handed_out(model: FileModel, function: Function, key: str) -> bool:
+    """The saved interrupt flags of the lock go to the caller (`*irqflags = flags;`): it
+    restores them (mctp_lookup_key())."""
+    transfer = locks.LockTransfer(model)
+    saved = {call.args[1] for call in function.calls if len(call.args) > 1
+             and (found := transfer.op(call)) and found[1] == key and found[0].action != "release"}
+    pending = [function.body]
+    while pending:
+        node = pending.pop()
+        if node.type == "assignment_expression" and model.text(node.child_by_field_name("left")).startswith("*") \
+                and model.text(node.child_by_field_name("right")) in saved:
+            return True
+        pending.extend(node.named_children)
+    return False
 
 
 def _double_locks(model: FileModel, summary: summaries.Summary) -> list[Finding]:
@@ -138,7 +159,11 @@ def _double_locks(model: FileModel, summary: summaries.Summary) -> list[Finding]
         if found is not None and found[0].action in ("acquire", "try", "try_fail"):
             spelled.setdefault(found[1], set()).add(call.args[found[0].argument] if found[0].key != "global"
                                                     else call.name)
-    assigned = _assigned(model, function)
+    first_taken: dict[str, int] = {}
+    for call in function.calls:
+        found = transfer.op(call)
+        if found is not None and found[0].action == "acquire":
+            first_taken[found[1]] = min(first_taken.get(found[1], call.start), call.start)
     # a lock still held at a return is a leak or a hand-off (dpaa2's per-frame mutex), reported
     # or accepted as such: its acquisitions in a loop are not judged again
     kept = {fact[1] for _, state in summary.result.returns for fact in state if fact[0] == "held"}
@@ -149,8 +174,8 @@ def _double_locks(model: FileModel, summary: summaries.Summary) -> list[Finding]
                 len(spelled.get(found[1], ())) != 1 or not _exclusive(call.name, found[0]):
             continue
         root = re.match(r"&?\(?(\w+)", call.args[found[0].argument]) if found[0].key != "global" else None
-        if root is not None and root.group(1) in assigned:   # `ssk = next_subflow()`: another object
-            continue
+        if root is not None and _reassigned(model, function, root.group(1), first_taken[found[1]]):
+            continue   # `ssk = next_subflow()` after the first lock: another object
         key = found[1]
         if any(("held", key) in state and ("caller", key) not in state
                for state in summary.result.states_at(call)):
@@ -160,6 +185,26 @@ def _double_locks(model: FileModel, summary: summaries.Summary) -> list[Finding]
                 f"{call.name}({', '.join(call.args)}) takes a lock {function.name}() already holds "
                 "on this path: it deadlocks"))
     return findings
+
+
+def _reassigned(model: FileModel, function: Function, variable: str, after: int) -> bool:
+    """The variable is assigned after byte `after`, or inside a loop (again on each turn)."""
+    pending = [function.body]
+    while pending:
+        node = pending.pop()
+        if node.type == "assignment_expression" and model.text(node.child_by_field_name("left")) == variable:
+            if node.start_byte > after or _in_loop(node, function.body):
+                return True
+        pending.extend(node.named_children)
+    return False
+
+
+def _in_loop(node, body) -> bool:
+    while node is not None and node != body:
+        if node.type in ("for_statement", "while_statement", "do_statement"):
+            return True
+        node = node.parent
+    return False
 
 
 def _exclusive(spelling: str, op) -> bool:
@@ -186,8 +231,11 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Findi
     taken = {key for key, action in first.items() if action in ("acquire", "try", "try_fail")
              and (key not in _GLOBAL_KEYS or key in _SECTIONS)}
     named: dict[str, set[str]] = {}   # key -> the argument texts naming it
+    spellings: dict[str, set[str]] = {}   # key -> the acquiring spellings (down_read and down_write)
     for call in function.calls:
         found = transfer.op(call)
+        if found is not None and found[0].action != "release":
+            spellings.setdefault(found[1], set()).add(call.name)
         if found is not None and found[0].key != "global" and found[0].argument < len(call.args):
             named.setdefault(found[1], set()).add(call.args[found[0].argument])
         elif found is not None:
@@ -206,12 +254,15 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Findi
         # already); loops and correlated conditions the walk cannot follow leave other shapes
         # too uncertain.
         flags = _flag_guards(model, function, call)
-        # "released already" only for a lock always named the same way: hslot->lock and
-        # hslot2->lock are one typed key, and releasing one does not release the other
-        once = len(named.get(key, ())) == 1
+        # "released already" only for a lock always named and taken the same way: hslot->lock
+        # and hslot2->lock are one typed key, and releasing one does not release the other
+        once = len(named.get(key, ())) == 1 and len(spellings.get(key, ())) == 1
         if _on_labelled_exit(function, call) and any(
                 ("held", key) not in state and ("caller", key) not in state
                 and (once or ("released", key) not in state)
+                # a section is reported released twice, never as not opened: `#if A || B` opens
+                # it and `#ifdef A` jumps to its end, which the walk cannot tell apart
+                and (key not in _SECTIONS or ("released", key) in state)
                 and not any(fact[0] == "implied" and fact[1] == key for fact in state)
                 and all(("set", flag) in state for flag in flags)
                 for state in states):
@@ -260,25 +311,30 @@ def _on_labelled_exit(function: Function, call) -> bool:
 
 def _intended(model: FileModel, function: Function, key: str, holding, releasing) -> bool:
     acquires = locks.annotated_keys(model, function, "__acquires")
-    if key in acquires or _WRAPPER_NAME.search(function.name) or _DOCUMENTED.search(function.comment):
+    registered = model.registrations.get(function.name, ())
+    paired = any(_PAIRED_FIELD.search(kind) for kind in registered)
+    # a callback registered for something else (.ndo_start_xmit) hands nothing on, whatever its name
+    named = (not registered or paired) and _WRAPPER_NAME.search(function.name)
+    if key in acquires or named or _DOCUMENTED.search(function.comment):
         return True
     # a seq_file iterator's ->start/->next keep what ->stop releases; foo_open() what foo_close() does
     if model.only_reached_from(function.name, _SEQ_STEPS) or _counterpart_releases(model, function, key):
         return True
     # .pre_doit takes what .post_doit releases: held where it succeeds, whatever its failures do
-    if any(_PAIRED_FIELD.search(kind) for kind in model.registrations.get(function.name, ())) and \
-            _reports(_return_kind(model, function), holding, "success"):
+    if paired and _reports(_return_kind(model, function), holding, "success"):
         return True
+    kind = _return_kind(model, function)
     if not any(("released", key) in state for _, state in releasing):
         # never released here (the other returns never took it): meant only if something says
-        # it is handed on: the name, a paired registration, or in-file callers that release it
-        if (_HANDING_NAME.search(function.name) or _callers_release(model, function, key)
-                or any(_PAIRED_FIELD.search(kind) for kind in model.registrations.get(function.name, ()))):
+        # it is handed on: the name (a "get" word only for a lookup returning a pointer), a paired
+        # registration, or in-file callers that release it
+        handing = _HANDING_NAME.search(function.name)
+        if handing and "get" in handing.group(0) and kind != "pointer":
+            handing = None
+        if ((handing and (not registered or paired)) or _callers_release(model, function, key) or paired):
             return True
         # or the returns say it: kept where it succeeds, never taken where it fails (a lookup)
-        kind = _return_kind(model, function)
         return bool(releasing) and _reports(kind, holding, "success") and _reports(kind, releasing, "failure")
-    kind = _return_kind(model, function)
     if not _reports(kind, holding, "success"):
         return False
     # an int function may also return 0 early by mistake: where it unlocked, it must report errors
