@@ -15,7 +15,7 @@ from tests.support import realbugs
 
 CASES = realbugs.load_cases()
 # In-scope recall (upstream fixes, both kernels) measured when the marks were last set; it may only rise.
-RECALL_FLOOR = 0.42
+RECALL_FLOOR = 0.43
 
 
 @pytest.fixture(scope="session")
