@@ -34,7 +34,7 @@ _XMIT_NAME = re.compile(r"(xmit|start_tx|hard_start|(^|_)send(_pkt)?$|(^|_)tx$)"
 _CONSUMER_NAME = re.compile(
     r"(poll|clean|complet|_done|reclaim|tx_int|tx_irq|_isr|interrupt|_irq$|_gc$|recv|receive|read|"
     r"consume|wakeup)")
-_OTHER_NAME = re.compile(
+OTHER_NAME = re.compile(
     r"(reset|restart|reinit|recover|timeout|watchdog|(^|_)up$|(^|_)down$|open|close|(^|_)stop$|"
     r"suspend|resume|freeze|thaw|probe|remove|init|setup|config|mtu|(^|_)set_|link|carrier|"
     r"_task$|hang|error|detach|attach|enable|disable|ethtool|ioctl|change|shutdown|teardown|"
@@ -84,7 +84,7 @@ class Sides:
             return "consumer"
         if kinds & DEFERRED_KINDS:
             # deferred work completes tx when it frees buffers or waits for a stopped queue to drain
-            if _CONSUMER_NAME.search(name) or (not _OTHER_NAME.search(name) and (
+            if _CONSUMER_NAME.search(name) or (not OTHER_NAME.search(name) and (
                     self.frees_tx(name) or self.tests_stopped(name))):
                 return "consumer"
             return "other"
@@ -97,7 +97,7 @@ class Sides:
             return "xmit"
         if _CONSUMER_NAME.search(name):
             return "consumer"
-        if _OTHER_NAME.search(name):
+        if OTHER_NAME.search(name):
             return "other"
         return "consumer"  # purpose unknown: do not rely on it being a reset path
 
@@ -108,7 +108,7 @@ class Sides:
         roots = {name: self.root_side(name) for name in self.model.functions}
         reached = self._reach(roots)
         handed = {fn for fn, kicked_by in self.deferred_kicks.items()
-                  if roots.get(fn) == "other" and not _OTHER_NAME.search(fn)
+                  if roots.get(fn) == "other" and not OTHER_NAME.search(fn)
                   and any("consumer" in reached.get(k, ()) for k in kicked_by)}
         if handed:
             reached = self._reach({**roots, **{fn: "consumer" for fn in handed}})
@@ -183,7 +183,7 @@ class Sides:
     def restarts_queue(self, function: Function) -> bool:
         """A start here restarts a queue as a completion does (not bringing the device up): the
         function tests whether the queue is stopped or frees transmitted buffers."""
-        if _OTHER_NAME.search(function.name):
+        if OTHER_NAME.search(function.name):
             return False
         return any(c.name in STOPPED_TESTS for c in function.calls) or self.frees_tx(function.name)
 

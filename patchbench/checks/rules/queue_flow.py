@@ -23,7 +23,7 @@ from typing import Iterator
 from patchbench.checks import callindex, engine, kfacts, summaries
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel, Function
-from patchbench.checks.rules.queue_context import RECOVERY_NAME, TEARDOWN_NAME, Sides
+from patchbench.checks.rules.queue_context import OTHER_NAME, RECOVERY_NAME, TEARDOWN_NAME, Sides
 from patchbench.checks.rules.queue_ordering import (QueueFacts, barrier_functions, lost_wakeup, publishers,
                                                     unordered)
 from patchbench.checks.rules.queue_sites import (SPELLINGS, STOP_UNMATCHED, WRONG_QUEUE, QueueSite, QueueSites,
@@ -172,9 +172,18 @@ def woken_in_sibling_file(path: str, source: bytes) -> bool:
         headers = set(_INCLUDE.findall(source))
         siblings = [p for p in here.parent.glob("*.c") if p != here] if headers else []
         return any(headers & set(_INCLUDE.findall(text)) and wakes & set(_CALLED.findall(text))
-                   for text in (p.read_bytes() for p in siblings))
+                   and _wakes_outside_recovery(text) for text in (p.read_bytes() for p in siblings))
     except OSError:
         return False  # only this file is known (a patch's blob): judge it alone
+
+
+def _wakes_outside_recovery(text: bytes) -> bool:
+    """Some function of the text, not one that recovers a device (reset, timeout) nor one that
+    brings it up or down (open, resume, link), wakes a queue: a candidate completion side."""
+    wakes = _and_wrappers(_WAKES)
+    return any(not RECOVERY_NAME.search(caller) and not OTHER_NAME.search(caller)
+               and any(callee in wakes for callee, _ in called)
+               for caller, called in callindex.scan(text)["calls"].items())
 
 
 def _start_message(start: QueueSite, stop: QueueSite) -> str:
