@@ -19,7 +19,7 @@ MUTATIONS = realbugs.load_cases(realbugs.MUTATIONS)
 RECALL_FLOOR = 0.45
 # Planted bugs found in real drivers (fixtures/realbugs/mutations.toml), and findings allowed on its
 # pristine files: measured when the marks were last set.
-MUTATION_FLOOR = 18 / 26
+MUTATION_FLOOR = 21 / 26
 PRISTINE_FINDINGS = 1
 
 
