@@ -16,7 +16,7 @@ from tests.support import realbugs
 CASES = realbugs.load_cases()
 MUTATIONS = realbugs.load_cases(realbugs.MUTATIONS)
 # In-scope recall (upstream fixes, both kernels) measured when the marks were last set; it may only rise.
-RECALL_FLOOR = 0.45
+RECALL_FLOOR = 0.62
 # Planted bugs found in real drivers (fixtures/realbugs/mutations.toml), and findings allowed on its
 # pristine files: measured when the marks were last set.
 MUTATION_FLOOR = 21 / 26
