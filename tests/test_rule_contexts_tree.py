@@ -6,13 +6,13 @@ register and call them; `lint` builds the index of that tree."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from patchbench.checks import callindex, engine
 from patchbench.commands.lint import lint
+from tests.support.fixture_tree import isolated_copy
 from tests.support.git_series import git
 
 TREE = Path(__file__).resolve().parents[1] / "fixtures" / "checks" / "tree"
@@ -20,11 +20,7 @@ TREE = Path(__file__).resolve().parents[1] / "fixtures" / "checks" / "tree"
 
 @pytest.fixture
 def tree(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("PATCHBENCH_INDEX_CACHE", str(tmp_path / "index"))
-    monkeypatch.setenv("PATCHBENCH_CACHE", str(tmp_path / "cache"))
-    copy = tmp_path / "linux"
-    shutil.copytree(TREE, copy)
-    return copy
+    return isolated_copy(TREE, tmp_path, monkeypatch)
 
 
 def findings(tree: Path) -> set[tuple[str, str, str]]:

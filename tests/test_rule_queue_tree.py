@@ -5,12 +5,12 @@ call index of the tree."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from patchbench.commands.lint import lint
+from tests.support.fixture_tree import isolated_copy
 
 TREE = Path(__file__).resolve().parents[1] / "fixtures" / "checks" / "queue_tree"
 QUEUE_RULES = {"queue-stop-unmatched", "queue-wake-wrong-queue"}
@@ -18,11 +18,7 @@ QUEUE_RULES = {"queue-stop-unmatched", "queue-wake-wrong-queue"}
 
 @pytest.fixture
 def tree(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("PATCHBENCH_INDEX_CACHE", str(tmp_path / "index"))
-    monkeypatch.setenv("PATCHBENCH_CACHE", str(tmp_path / "cache"))
-    copy = tmp_path / "linux"
-    shutil.copytree(TREE, copy)
-    return copy
+    return isolated_copy(TREE, tmp_path, monkeypatch)
 
 
 def queue_findings(tree: Path):
