@@ -360,9 +360,15 @@ class _Walker:
                for c in self.function.calls_within(node)):
             return None
         text = squeeze(self.text(node))
-        if node.type == "binary_expression" and self.operator(node) == "!=":   # a != b: not a == b
-            text, truth = text.replace("!=", "==", 1), not truth
-        return None if _SIDE_EFFECT.search(text) else (text, truth)
+        if _SIDE_EFFECT.search(text):
+            return None
+        if node.type == "binary_expression" and self.operator(node) in _RELATIONAL:
+            # a != b: not a == b; a >= b: not a < b; a <= b: not a > b
+            left = squeeze(self.text(node.child_by_field_name("left")))
+            right = squeeze(self.text(node.child_by_field_name("right")))
+            text, same = _relation(left, self.operator(node), right)
+            truth = truth if same else not truth
+        return text, truth
 
     def correlated(self, node: tree_sitter.Node, states: set) -> tuple[set, set, set]:
         """(tagged true, tagged false, untagged) states for this condition."""
@@ -393,8 +399,12 @@ class _Walker:
         if condition is not None and self.transfer.correlate_branches:
             for variable in self.iterator_variables(condition):
                 states = self.forget(variable, states)
+        exit_tag = self.loop_tag(condition)
+        if exit_tag is not None:   # what was known of the counter before the loop is stale in it
+            states = {_untagged(state, exit_tag[0]) for state in states}
         head = set(states)
         out: set = set()
+        broken: set = set()
         for _ in range(LOOP_ROUNDS):
             if kind == "do_statement":
                 entering = head
@@ -408,7 +418,7 @@ class _Walker:
             after = self.statement(body, entering) if body is not None else entering
             self.break_depths.pop()
             self.continue_depths.pop()
-            out |= self.breaks.pop()
+            broken |= self.breaks.pop()
             after |= self.continues.pop()
             if update is not None:
                 after = self.expression(update, after)
@@ -418,7 +428,37 @@ class _Walker:
             if after <= head:
                 break
             head |= after
-        return out
+        if exit_tag is not None and broken and out and \
+                {self.transfer.decisive(s) for s in broken} != {self.transfer.decisive(s) for s in out}:
+            # a retry loop: `do { lock; if (done) break; unlock; } while (++cnt < max);` then
+            # `if (cnt >= max) return -EAGAIN;`: the paths that ran out of tries left by the
+            # condition, those that succeeded by `break` (with the counter still within bounds)
+            text, truth = exit_tag
+            self.tag_texts.add(text)
+            out = {_untagged(s, text) | {("branch", text, not truth)} for s in out}
+            broken = {_untagged(s, text) | {("branch", text, truth)} for s in broken}
+        return out | broken
+
+    def loop_tag(self, condition: tree_sitter.Node | None) -> tuple[str, bool] | None:
+        """(text, truth) of a loop condition comparing a counter with a call-free bound
+        (`++cnt < max_retries`, `--remaining > 0`), the counter's ++/-- left out, in the form
+        branch_tag() gives a later test of it (`cnt >= max_retries`); None for other loops."""
+        if not self.transfer.correlate_branches or condition is None:
+            return None
+        node = _unwrap(condition)
+        if node.type != "binary_expression" or self.operator(node) not in _RELATIONAL or \
+                self.function.calls_within(node):
+            return None
+        sides = []
+        for side in (node.child_by_field_name("left"), node.child_by_field_name("right")):
+            side = _unwrap(side)
+            if side.type == "update_expression":
+                side = side.child_by_field_name("argument")
+            text = squeeze(self.text(side))
+            if side is None or _SIDE_EFFECT.search(text):
+                return None
+            sides.append(text)
+        return _relation(sides[0], self.operator(node), sides[1])
 
     def switch(self, node: tree_sitter.Node, states: set) -> set:
         states = self.expression(node.child_by_field_name("condition"), states)
@@ -669,6 +709,22 @@ def _comma_items(node: tree_sitter.Node) -> list[tree_sitter.Node]:
         items.append(node.child_by_field_name("left"))
         node = node.child_by_field_name("right")
     return items + [node]
+
+
+_RELATIONAL = ("<", ">", "<=", ">=", "==", "!=")
+_NEGATION = {"!=": "==", ">=": "<", "<=": ">"}
+
+
+def _relation(left: str, operator: str, right: str) -> tuple[str, bool]:
+    """(text, truth) of `left operator right` in one form per comparison: `a >= b` is `a<b` false."""
+    if operator in _NEGATION:
+        return f"{left}{_NEGATION[operator]}{right}", False
+    return f"{left}{operator}{right}", True
+
+
+def _untagged(state: frozenset, text: str) -> frozenset:
+    tags = {("branch", text, True), ("branch", text, False), ("set", text)}
+    return state - tags if not tags.isdisjoint(state) else state
 
 
 def _tagged(state: frozenset, text: str, truth: bool) -> frozenset:
