@@ -99,6 +99,7 @@ class LockTransfer(flow.Transfer):
         self._conditional: dict[str, tuple] = {}   # callee -> (its summary, conditional_effects())
         self._ops: dict[CallSite, tuple[LockOp, str] | None] = {}
         self._tested: dict[tuple[Function, str], str] = {}   # (function, tested text) -> its key
+        self._through: dict[tuple[Function, str], frozenset] = {}   # see through()
         self._blocks: dict[CallSite, int] = {}   # guard call -> start byte of the block it holds for
         self._wrapped: dict[CallSite, list] = {}
 
@@ -315,7 +316,40 @@ class LockTransfer(flow.Transfer):
         found = (function, expression)
         if found not in self._tested:
             self._tested[found] = self.model.canonical(function, expression)
-        return state - {("held", self._tested[found])}
+        state = state - {("held", self._tested[found])}
+        # `mutex_lock(&conn->lock); ... out: if (conn) mutex_unlock(&conn->lock);`: a NULL conn
+        # took no lock through it (when conn is not assigned again after the lock)
+        if expression.isidentifier():
+            for key in self.through(function, expression):
+                if ("held", key) in state:
+                    state = state - {("held", key)} - self.implied_by(state, key)
+        return state
+
+    def through(self, function: Function, variable: str) -> frozenset[str]:
+        """The keys of the locks the function takes through `variable` alone (`&conn->lock`),
+        when it never assigns the variable after the first of them (nor in a loop): a path
+        where the variable is NULL took none of them."""
+        memo = (function, variable)
+        if memo not in self._through:
+            keys, first, others = set(), None, set()
+            for call in function.calls:
+                found = self.op(call)
+                if found is None or found[0].key == "global" or found[0].action == "release" or \
+                        found[0].argument >= len(call.args) or call in self._blocks:
+                    continue
+                if _root(call.args[found[0].argument]) == variable:
+                    keys.add(found[1])
+                    first = call.start if first is None else min(first, call.start)
+                else:
+                    others.add(found[1])
+            keys -= others   # a typed key another variable also names
+            self._through[memo] = frozenset() if first is None or \
+                _assigned_after(function, variable, first) else frozenset(keys)
+        return self._through[memo]
+
+    @staticmethod
+    def implied_by(state: frozenset, key: str) -> frozenset:
+        return frozenset(fact for fact in state if fact[0] == "implied" and fact[2] == key)
 
     def conditional_effects(self, summary) -> list[tuple[str, str, bool]]:
         """(kind, key, truth): ("held", key) for a lock the function returns holding exactly when
@@ -367,6 +401,27 @@ def released(state: frozenset, key: str) -> frozenset:
     """The lock released whole, by a callee or through another name: with what it disabled."""
     ending = {fact for fact in state if fact[0] == "implied" and fact[2] == key} | {("held", key)}
     return (state - ending) | {("released", key)}
+
+
+def _assigned_after(function: Function, variable: str, after: int) -> bool:
+    """`variable` is assigned (or declared with a value) after byte `after`, or inside a loop."""
+    pending = [function.body]
+    while pending:
+        node = pending.pop()
+        target = node.child_by_field_name("left") if node.type == "assignment_expression" else None
+        if target is not None and target.text == variable.encode():
+            if node.start_byte > after or _in_loop(node, function.body):
+                return True
+        pending.extend(node.named_children)
+    return False
+
+
+def _in_loop(node: tree_sitter.Node, body: tree_sitter.Node) -> bool:
+    while node is not None and node != body:
+        if node.type in ("for_statement", "while_statement", "do_statement"):
+            return True
+        node = node.parent
+    return False
 
 
 def _copied(model: FileModel, function: Function) -> set[str]:
