@@ -254,6 +254,7 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Findi
         # already); loops and correlated conditions the walk cannot follow leave other shapes
         # too uncertain.
         flags = _flag_guards(model, function, call)
+        callers = _caller_held(model, function, transfer, key)
         # "released already" only for a lock always named and taken the same way: hslot->lock
         # and hslot2->lock are one typed key, and releasing one does not release the other
         once = len(named.get(key, ())) == 1 and len(spellings.get(key, ())) == 1
@@ -265,6 +266,7 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Findi
                 and (key not in _SECTIONS or ("released", key) in state)
                 and not any(fact[0] == "implied" and fact[1] == key for fact in state)
                 and all(("set", flag) in state for flag in flags)
+                and not any(("branch", text, truth) in state for text, truth in callers)
                 for state in states):
             reported.add(key)
             findings.append(engine.finding(
@@ -272,6 +274,29 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Findi
                 f"{call.name}({', '.join(call.args)}) releases a lock {function.name}() takes, on a "
                 "path where it was not taken (or was released already)"))
     return findings
+
+
+def _caller_held(model: FileModel, function: Function, transfer: locks.LockTransfer,
+                 key: str) -> set[tuple[str, bool]]:
+    """(parameter, truth) of each `if (!lock_taken) mutex_lock(l);` taking the lock only when
+    a parameter says the caller does not hold it: a path tagged with the other outcome reaches
+    a release with the caller's lock (netlink_dump(sk, lock_taken))."""
+    found = set()
+    for call in function.calls:
+        op = transfer.op(call)
+        if op is None or op[1] != key or op[0].action not in ("acquire", "try", "try_fail"):
+            continue
+        node = call.node
+        while node is not None and node != function.body:
+            parent = node.parent
+            if parent is not None and parent.type == "if_statement" and \
+                    node == parent.child_by_field_name("consequence"):
+                text = squeeze(model.text(parent.child_by_field_name("condition"))).strip("()")
+                bare = text.lstrip("!")
+                if bare in function.params:
+                    found.add((bare, (len(text) - len(bare)) % 2 == 1))
+            node = parent
+    return found
 
 
 def _flag_guards(model: FileModel, function: Function, call) -> set[str]:
