@@ -108,7 +108,7 @@ def _check_function(model: FileModel, summary: summaries.Summary) -> list[Findin
         holding = [(node, state) for node, state in exits
                    if ("held", key) in state and ("caller", key) not in state]
         releasing = [(node, state) for node, state in exits if ("held", key) not in state]
-        if _intended(model, function, key, holding, releasing):
+        if _intended(model, function, key, holding, releasing) or _retaken(model, summary, key):
             continue
         node = min((n for n, _ in holding), key=lambda n: n.start_byte)
         spelled = _spelling(model, function, key)
@@ -128,6 +128,19 @@ def _check_function(model: FileModel, summary: summaries.Summary) -> list[Findin
             f"{_spelling(model, function, key)} in {function.name}() is released by an unlock of "
             f"another flavour: {'softirqs' if implied == 'bh' else 'interrupts'} stay disabled at this return"))
     return findings + _double_locks(model, summary)
+
+
+def _retaken(model: FileModel, summary: summaries.Summary, key: str) -> bool:
+    """A global lock the function drops and takes again (`rtnl_unlock(); request_module();
+    rtnl_lock();`) on a path where it had not taken it: the function is entered holding it,
+    and the returns that hold it give the caller its own lock back (em_text_change())."""
+    if key not in _GLOBAL_KEYS:
+        return False
+    transfer = locks.LockTransfer(model)
+    return any((found := transfer.op(call)) is not None and found[1] == key and found[0].action == "acquire"
+               and any(("caller", key) in state and ("held", key) not in state
+                       for state in summary.result.states_at(call))
+               for call in summary.function.calls)
 
 
 def _flags_handed_out(model: FileModel, function: Function, key: str) -> bool:
