@@ -46,7 +46,7 @@ _BARE_ANNOTATIONS = (
     "__cacheline_aligned __cacheline_aligned_in_smp ____cacheline_aligned "
     "____cacheline_aligned_in_smp ____cacheline_internodealigned_in_smp __aligned_largest "
     "__counted_by __nonstring __noinline_for_stack __printf __malloc notrace __sched __kprobes "
-    "__cond_lock __acquire __release noinline_for_stack __no_profile __nocfi __noscs __flatten "
+    "__cond_lock noinline_for_stack __no_profile __nocfi __noscs __flatten "
     "__always_unused __no_sanitize_address __no_kcsan __nostackprotector"
 ).split()
 # Of these, the ones that take a parenthesised argument list when followed by "(".

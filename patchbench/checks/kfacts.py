@@ -62,6 +62,18 @@ def lock_op(name: str) -> LockOp | None:
     return lock_ops().get(name)
 
 
+@lru_cache(maxsize=1)
+def _statement_ops() -> dict[str, LockOp]:
+    return {name: LockOp(action, "context", "path")
+            for action in ("acquire", "release") for name in table()["lock_statements"][action]}
+
+
+def statement_op(name: str) -> LockOp | None:
+    """The op of a sparse context statement (`__acquire(&l)`): the code says it now holds the
+    lock (or no longer does); a path-keyed lock of no kind of its own."""
+    return _statement_ops().get(name)
+
+
 GUARD = re.compile(r"^(scoped_)?guard\((\w+)\)$")
 
 

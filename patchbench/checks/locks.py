@@ -119,7 +119,7 @@ class LockTransfer(flow.Transfer):
                 return None
             self._blocks[call] = block.start_byte
             return LockOp("acquire", op.kind, op.key, op.argument, op.atomic, op.implies), key
-        op = kfacts.lock_op(call.name)
+        op = kfacts.lock_op(call.name) or kfacts.statement_op(call.name)
         if op is None:
             return None
         key = lock_key(self.model, self.function_of(call), call, op)
@@ -142,6 +142,10 @@ class LockTransfer(flow.Transfer):
         op, key = found
         if call in self._blocks:
             return state | {("held", key), ("scope", self._blocks[call], key)}
+        if op.kind == "context":   # __acquire(&l) / __release(&l): what the code says it holds
+            if op.action == "acquire":
+                return state | {("held", key)}
+            return released(state, key) if ("held", key) in state else state
         variable = _root(call.args[op.argument]) if op.key != "global" else None
         if ("stale", variable) in state:
             if op.action != "release":   # the variable names a new lock from here on
@@ -378,12 +382,27 @@ class LockTransfer(flow.Transfer):
         """A callee that exits holding a lock on every path takes it; one that releases a lock
         its caller took, on every path, releases it."""
         summary = self.summaries.get(call.name)
-        if summary is None or call.name == call.function or not summary.exits:
+        if summary is None or call.name == call.function:
+            return state
+        # the callee's own statement (`__acquires(RCU)`, `__releases(&priv->lock)`) is believed
+        # over its walk, which may miss a path's retake in a callee of its own
+        stated = set()
+        for annotation, action in (("__acquires", "acquire"), ("__releases", "release")):
+            for key in annotated_keys(self.model, summary.function, annotation):
+                mine = self.model.at_call_site(key, summary.function, call)
+                stated.add(key)
+                if action == "acquire":
+                    state = state | {("held", mine)}
+                else:
+                    state = released(state, mine) if ("held", mine) in state else state | {("caller", mine)}
+        if not summary.exits:
             return state
         always = flow.intersection(summary.exits)
         ever_held = frozenset().union(*summary.exits)
         for fact in always:
             kind, key = fact[0], fact[1]
+            if key in stated:
+                continue
             mine = self.model.at_call_site(key, summary.function, call) if kind in ("held", "caller") else key
             if kind == "held" and ("caller", key) not in always and ("held", key) not in summary.entry:
                 state = state | {("held", mine)}
