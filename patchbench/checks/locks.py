@@ -368,11 +368,20 @@ class LockTransfer(flow.Transfer):
         entry = {fact for fact in summary.entry if fact[0] in ("held", "caller")}
         facts = {fact for _, state in exits for fact in state if fact[0] in ("held", "caller")} - entry
         retaken = {key for kind, key in facts if kind == "caller" and ("held", key) in facts}
+
+        def has(fact, state) -> bool:
+            # a caller's lock dropped and taken again on a path (tg3_restart_hw()) is not
+            # released there; one dropped and retaken only where it succeeds
+            # (brcmf_fwvid_request_module()) is released where it fails
+            if fact[0] == "caller" and fact[1] in retaken:
+                return fact in state and ("held", fact[1]) not in state
+            return fact in state
+
         for fact in sorted(facts):
-            if fact[1] in retaken:   # dropped and taken again (tg3_restart_hw()): no net effect
+            if fact[0] == "held" and fact[1] in retaken:
                 continue
-            having = {truth for truth, state in exits if fact in state}
-            others = {truth for truth, state in exits if fact not in state}
+            having = {truth for truth, state in exits if has(fact, state)}
+            others = {truth for truth, state in exits if not has(fact, state)}
             if len(having) == 1 and None not in having and others == {not next(iter(having))}:
                 found.append((fact[0], fact[1], next(iter(having))))
         self._conditional[summary.function.name] = (summary, found)
