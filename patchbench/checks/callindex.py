@@ -43,7 +43,7 @@ SUFFIXES = (".c", ".h")
 SKIPPED_DIRS = ("tools/", "Documentation/", "scripts/", "samples/", "usr/", "LICENSES/")
 DEPTH = 2    # callers of callers consulted for a caller's own entry
 # Bump when scan() changes what it records: every stored scan and index is then rebuilt.
-SCAN_VERSION = 6
+SCAN_VERSION = 7
 FANOUT = 32  # files consulted for a caller's own entry (the first, by path): a meet needs few
 NEED_DEPTH = 1   # calls between a function and the RCU read that makes it need a section on entry
 
@@ -283,9 +283,16 @@ def _net_effect(taken: list[list[str]]) -> list[list[str]]:
 _PARAM = re.compile(rb"([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*$")
 
 
+_TRAILING_ANNOTATION = re.compile(rb"(?:\s*\b__\w+\s*\([^()]*(?:\([^()]*\)[^()]*)*\))+\s*$")
+
+
 def _params(text: bytes, brace: int) -> list[str]:
-    """Parameter names of the function whose body opens at brace."""
+    """Parameter names of the function whose body opens at brace (after the parameter list may
+    come annotations: `__releases(&rx->sk.sk_lock.slock)`)."""
     header = text[max(0, brace - 400):brace]
+    trailing = _TRAILING_ANNOTATION.search(header)
+    if trailing is not None:
+        header = header[:trailing.start()]
     close = header.rfind(b")")
     depth, i = 0, close
     while i >= 0:
@@ -420,6 +427,20 @@ class CallIndex:
 
     def regs(self, name: str) -> list[tuple[int, str, str]]:
         return self._query("SELECT file, kind, struct FROM regs WHERE name = ? ORDER BY file, kind, struct", name)
+
+    def effect_of(self, name: str) -> list | None:
+        """[params, [[lock spelling, argument text], ...]] of the lock calls a global function of
+        a .c file leaves unbalanced (see _net_effect), when every such definition says the same."""
+        found = []
+        for number, is_global, _ in self.defs(name):
+            if not is_global:
+                continue
+            path = self._query("SELECT path FROM files WHERE number = ?", number)
+            if not path or not path[0][0].endswith(".c"):
+                continue
+            definition = self.scan_of(number)["defs"].get(name, [])
+            found.append(definition[2] if len(definition) > 2 else None)
+        return found[0] if found and all(f == found[0] for f in found) else None
 
     def wrapper_of(self, name: str) -> list | None:
         if self._wrappers is None:   # a few hundred rows, asked of every call in every file: read once
@@ -574,6 +595,16 @@ def wrapper(name: str) -> tuple[list[str], list[list[str]]] | None:
     if not _ACTIVE:
         return None
     found = _ACTIVE[-1][0].wrapper_of(name)
+    return (found[0], found[1]) if found else None
+
+
+def effect(name: str) -> tuple[list[str], list[list[str]]] | None:
+    """(parameter names, [[lock spelling, argument text], ...]) of a global function of another
+    .c file that leaves those locks taken or released on some of its paths (tcp_add_backlog()
+    unlocks the socket it is given when it fails), or None; None without an index."""
+    if not _ACTIVE:
+        return None
+    found = _ACTIVE[-1][0].effect_of(name)
     return (found[0], found[1]) if found else None
 
 

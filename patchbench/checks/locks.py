@@ -102,6 +102,8 @@ class LockTransfer(flow.Transfer):
         self._through: dict[tuple[Function, str], frozenset] = {}   # see through()
         self._blocks: dict[CallSite, int] = {}   # guard call -> start byte of the block it holds for
         self._wrapped: dict[CallSite, list] = {}
+        self._elsewhere: dict[CallSite, list] = {}
+        self._locking: dict[Function, bool] = {}
 
     def op(self, call: CallSite) -> tuple[LockOp, str] | None:
         """The lock operation of the call and its lock's key (computed once per call: every path
@@ -129,7 +131,22 @@ class LockTransfer(flow.Transfer):
         return self.model.functions.get(call.function)
 
     def changes(self, call: CallSite) -> bool:
-        return self.op(call) is not None or call.name in self.summaries or bool(self.wrapped(call))
+        return self.op(call) is not None or call.name in self.summaries or bool(self.wrapped(call)) \
+            or bool(self.elsewhere(call))
+
+    def elsewhere(self, call: CallSite) -> list[tuple[LockOp, str]]:
+        """The locks a function of another file called here takes or releases on some of its
+        paths (elsewhere_ops), when this function names any lock at all."""
+        if call not in self._elsewhere:
+            function = self.function_of(call)
+            self._elsewhere[call] = elsewhere_ops(self.model, function, call) \
+                if function is not None and self.locking(function) else []
+        return self._elsewhere[call]
+
+    def locking(self, function: Function) -> bool:
+        if function not in self._locking:
+            self._locking[function] = any(self.op(c) is not None for c in function.calls)
+        return self._locking[function]
 
     def call(self, state: frozenset, call: CallSite) -> frozenset:
         found = self.op(call)
@@ -138,6 +155,11 @@ class LockTransfer(flow.Transfer):
                 return self.callee_effect(state, call)
             for op, key in self.wrapped(call):
                 state = self.apply(state, op, key)
+            for op, key in self.elsewhere(call):
+                # taken or released on some of the callee's paths: from here the walk cannot
+                # tell whether it is held (a release after it is no double release either)
+                if op.action != "release" or ("held", key) in state:
+                    state = (state - {("held", key)} - self.implied_by(state, key)) | {("maybe", key)}
             return state
         op, key = found
         if call in self._blocks:
@@ -189,6 +211,8 @@ class LockTransfer(flow.Transfer):
             same = None if renamed else self.same_object(state, op, key)
             if same is not None:
                 return released(state, same)
+            if ("maybe", key) in state:   # a callee elsewhere may have taken it
+                return state
             return state | {("caller", key)}
         return state
 
@@ -513,7 +537,32 @@ def wrapped_ops(model: FileModel, function: Function | None, call: CallSite) -> 
     found = callindex.wrapper(call.name) if call.name not in model.functions else None
     if found is None:
         return []
+    return _mapped(model, function, call, *found)
+
+
+def elsewhere_ops(model: FileModel, function: Function | None, call: CallSite) -> list[tuple[LockOp, str]]:
+    """(op, key) of each lock a global function of another .c file called here takes or
+    releases on some of its paths (callindex.effect), with keys of the caller's arguments; a
+    global lock (local_bh_enable(), rcu_read_unlock()) by its kind, and the softirqs a
+    spin_unlock_bh() of a lock of its own enables as "bh"."""
+    if call.name in model.functions or callindex.wrapper(call.name) is not None:
+        return []
+    found = callindex.effect(call.name)
+    if found is None:
+        return []
     params, effect = found
+    ops = _mapped(model, function, call, params, effect)
+    for spelling, _ in effect:
+        op = kfacts.lock_op(spelling)
+        if op is not None and op.key == "global":
+            ops.append((op, op.kind))
+        elif op is not None and op.action == "release" and op.implies == "bh":
+            ops.append((op, "bh"))
+    return ops
+
+
+def _mapped(model: FileModel, function: Function | None, call: CallSite, params: list[str],
+            effect: list[list[str]]) -> list[tuple[LockOp, str]]:
     ops = []
     for spelling, argument in effect:
         op = kfacts.lock_op(spelling)

@@ -273,6 +273,7 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Findi
         once = len(named.get(key, ())) == 1 and len(spellings.get(key, ())) == 1
         if _on_labelled_exit(function, call) and any(
                 ("held", key) not in state and ("caller", key) not in state
+                and ("maybe", key) not in state
                 and (once or ("released", key) not in state)
                 # a section is reported released twice, never as not opened: `#if A || B` opens
                 # it and `#ifdef A` jumps to its end, which the walk cannot tell apart
