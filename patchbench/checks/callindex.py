@@ -608,6 +608,14 @@ def effect(name: str) -> tuple[list[str], list[list[str]]] | None:
     return (found[0], found[1]) if found else None
 
 
+def registrations(name: str) -> list[tuple[str, str]]:
+    """(field, struct) of each registration of `name` anywhere in the tree (`.next = foo` in a
+    `struct seq_operations` initialiser); [] without an index."""
+    if not _ACTIVE:
+        return []
+    return [(kind, struct) for _, kind, struct in _ACTIVE[-1][0].regs(name)]
+
+
 def need(name: str) -> tuple[str, str, int, str] | None:
     """What the index in use knows `name` (defined in another file or a header) to need on entry:
     see CallIndex.need_of; None without an index."""

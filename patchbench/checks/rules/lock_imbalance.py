@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from patchbench.checks import engine, kfacts, locks, summaries
+from patchbench.checks import callindex, engine, kfacts, locks, summaries
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel, Function, squeeze
 
@@ -42,6 +42,7 @@ _COUNTERPARTS = (("open", "close"), ("start", "stop"), ("begin", "end"), ("block
                  ("get", "put"), ("enter", "exit"), ("prepare", "finish"), ("lock", "unlock"))
 # seq_file iterator steps: the lock taken by ->start or ->next is released by ->next or ->stop.
 _SEQ_STEPS = {"start", "next"}
+_SEQ_FIELDS = frozenset({"start", "next", "stop"})
 # "Returns with the lock held", "leaves rtnl locked": the function comment says it is meant.
 _DOCUMENTED = re.compile(r"\b(returns?|exits?|leaves?|left)\b[^.]{0,60}\b(held|locked)\b", re.IGNORECASE)
 _UNREPORTED = frozenset({"irq", "preempt"})
@@ -84,9 +85,20 @@ def check(model: FileModel) -> Iterable[Finding]:
                               report=names)
     findings = []
     for name in sorted(names):
+        if _seq_step(model, name):
+            continue
         findings.extend(_check_function(model, results[name]))
         findings.extend(_unheld_releases(model, results[name]))
     return findings
+
+
+def _seq_step(model: FileModel, name: str) -> bool:
+    """A seq_file iterator step (->start, ->next, ->stop), registered here or in another file:
+    the lock ->start takes is kept by ->next and released by ->next or ->stop (the seq_file
+    protocol, Documentation/filesystems/seq_file.rst): not judged for balance."""
+    kinds = set(model.registrations.get(name, ())) | {kind for kind, struct in callindex.registrations(name)
+                                                      if struct in ("", "seq_operations")}
+    return bool(kinds) and kinds <= _SEQ_FIELDS
 
 
 def _precondition(model: FileModel, function: Function) -> frozenset:
