@@ -430,7 +430,11 @@ class LockTransfer(flow.Transfer):
                     state = released(state, mine) if ("held", mine) in state else state | {("caller", mine)}
         if not summary.exits:
             return state
-        always = flow.intersection(summary.exits)
+        # `if (busy) spin_unlock(busy);`: the paths that found a parameter NULL had no lock to
+        # release; the callee releases the lock it is given whenever there is one
+        given = [exit for exit in summary.exits
+                 if not any(("branch", param, False) in exit for param in summary.function.params)]
+        always = flow.intersection(given or summary.exits)
         ever_held = frozenset().union(*summary.exits)
         for fact in always:
             kind, key = fact[0], fact[1]
