@@ -405,11 +405,15 @@ class _Walker:
         head = set(states)
         out: set = set()
         broken: set = set()
+        once = kind == "for_statement" and self.runs_once(node)
+        looped: set = set()   # the states that came round the loop
         for _ in range(LOOP_ROUNDS):
             if kind == "do_statement":
                 entering = head
             else:
                 entering, leaving = self.condition(condition, head)
+                if once:   # `for (i = 0; i < N; i++)` is never left before its first turn
+                    leaving = self.condition(condition, looped)[1] if looped else set()
                 out |= leaving
             self.breaks.append(set())
             self.continues.append(set())
@@ -425,6 +429,7 @@ class _Walker:
             if kind == "do_statement":
                 after, leaving = self.condition(condition, after)
                 out |= leaving
+            looped |= after
             if after <= head:
                 break
             head |= after
@@ -438,6 +443,21 @@ class _Walker:
             out = {_untagged(s, text) | {("branch", text, not truth)} for s in out}
             broken = {_untagged(s, text) | {("branch", text, truth)} for s in broken}
         return out | broken
+
+    def runs_once(self, node: tree_sitter.Node) -> bool:
+        """A counted loop whose first test holds: `for (i = 0; i < 3; i++)` or `i < MAX_TRIES`
+        (a constant's name), the counter starting from a number below it."""
+        initializer, condition = node.child_by_field_name("initializer"), node.child_by_field_name("condition")
+        if initializer is None or condition is None:
+            return False
+        start = re.fullmatch(r"(?:int\s+)?(\w+)\s*=\s*(\d+)", self.text(initializer).strip().rstrip(";"))
+        bound = re.fullmatch(r"(\w+)\s*(<=?)\s*(\w+)", self.text(_unwrap(condition)).strip())
+        if start is None or bound is None or start.group(1) != bound.group(1):
+            return False
+        limit = bound.group(3)
+        if limit.isdigit():
+            return int(start.group(2)) < int(limit) + (bound.group(2) == "<=")
+        return re.fullmatch(r"[A-Z][A-Z0-9_]*", limit) is not None
 
     def loop_tag(self, condition: tree_sitter.Node | None) -> tuple[str, bool] | None:
         """(text, truth) of a loop condition comparing a counter with a call-free bound

@@ -42,6 +42,8 @@ _COUNTERPARTS = (("open", "close"), ("start", "stop"), ("begin", "end"), ("block
                  ("get", "put"), ("enter", "exit"), ("prepare", "finish"), ("lock", "unlock"))
 # seq_file iterator steps: the lock taken by ->start or ->next is released by ->next or ->stop.
 _SEQ_STEPS = {"start", "next"}
+# Names of lookups that return their object locked: netdev_get_by_index_lock(), foo_find_lock_ops()
+_LOCKED_RESULT = re.compile(r"_(try)?lock(_ops\w*)?$")
 _SEQ_FIELDS = frozenset({"start", "next", "stop"})
 # "Returns with the lock held", "leaves rtnl locked": the function comment says it is meant.
 _DOCUMENTED = re.compile(r"\b(returns?|exits?|leaves?|left)\b[^.]{0,60}\b(held|locked)\b", re.IGNORECASE)
@@ -120,7 +122,8 @@ def _check_function(model: FileModel, summary: summaries.Summary) -> list[Findin
         holding = [(node, state) for node, state in exits
                    if ("held", key) in state and ("caller", key) not in state]
         releasing = [(node, state) for node, state in exits if ("held", key) not in state]
-        if _intended(model, function, key, holding, releasing) or _retaken(model, summary, key):
+        if _intended(model, function, key, holding, releasing) or _retaken(model, summary, key) \
+                or _documented_handoff(model, function, key):
             continue
         node = min((n for n, _ in holding), key=lambda n: n.start_byte)
         spelled = _spelling(model, function, key)
@@ -140,6 +143,30 @@ def _check_function(model: FileModel, summary: summaries.Summary) -> list[Findin
             f"{_spelling(model, function, key)} in {function.name}() is released by an unlock of "
             f"another flavour: {'softirqs' if implied == 'bh' else 'interrupts'} stay disabled at this return"))
     return findings + _double_locks(model, summary)
+
+
+def _documented_handoff(model: FileModel, function: Function, key: str) -> bool:
+    """The comment right above the acquisition names another function of the file that releases
+    the lock ("Lock just before TX ... and release the lock in dpaa2_eth_free_tx_fd when ...")."""
+    transfer = locks.LockTransfer(model)
+    lines = model.source.split(b"\n")
+    for call in function.calls:
+        found = transfer.op(call)
+        if found is None or found[1] != key or found[0].action == "release":
+            continue
+        index, comment = call.line - 2, []
+        while index >= 0 and len(comment) < 12:
+            text = lines[index].strip()
+            if not (text.startswith((b"/*", b"*", b"//")) or text.endswith(b"*/")):
+                break
+            comment.append(text.decode("utf-8", "replace"))
+            index -= 1
+        for word in re.findall(r"\w+", " ".join(comment)):
+            other = model.functions.get(word)
+            if other is not None and other is not function and any(
+                    (op := transfer.op(c)) and op[0].action == "release" and op[1] == key for c in other.calls):
+                return True
+    return False
 
 
 def _retaken(model: FileModel, summary: summaries.Summary, key: str) -> bool:
@@ -272,6 +299,8 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Findi
         if found is None or found[0].action != "release" or found[1] not in taken or found[1] in reported:
             continue
         key = found[1]
+        if _returned_locked(model, function, call, found[0]):
+            continue
         states = summary.result.states_at(call)
         # ("caller", key): held on entry, asserted, or released unheld earlier on this path (the
         # earlier release is the one reported). Only the error-path shape is reported: a release
@@ -300,6 +329,32 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary) -> list[Findi
                 f"{call.name}({', '.join(call.args)}) releases a lock {function.name}() takes, on a "
                 "path where it was not taken (or was released already)"))
     return findings
+
+
+def _returned_locked(model: FileModel, function: Function, call, op) -> bool:
+    """The released lock's object came from a function of another file named for returning it
+    locked (`netdev = netdev_get_by_index_lock(net, ifindex)`: "returned with netdev->lock
+    held"): the walk does not see that callee take it."""
+    if op.key == "global" or op.argument >= len(call.args):
+        return False
+    root = re.match(r"&?\(?(\w+)", call.args[op.argument])
+    if root is None:
+        return False
+    variable = root.group(1).encode()
+    pending = [function.body]
+    while pending:
+        node = pending.pop()
+        target = node.child_by_field_name("left") if node.type == "assignment_expression" else \
+            node.child_by_field_name("declarator") if node.type == "init_declarator" else None
+        value = node.child_by_field_name("right") if node.type == "assignment_expression" else \
+            node.child_by_field_name("value") if node.type == "init_declarator" else None
+        if target is not None and value is not None and target.text == variable and \
+                value.type == "call_expression":
+            callee = model.text(value.child_by_field_name("function"))
+            if callee not in model.functions and _LOCKED_RESULT.search(callee):
+                return True
+        pending.extend(node.named_children)
+    return False
 
 
 def _caller_held(model: FileModel, function: Function, transfer: locks.LockTransfer,
