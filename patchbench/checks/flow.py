@@ -526,9 +526,11 @@ class _Walker:
                 pending.extend(current.named_children)
             elif current.type == "assignment_expression" and (
                     current.child_by_field_name("left").type == "identifier" or
-                    (current.child_by_field_name("left").type == "field_expression"
+                    (current.child_by_field_name("left").type in ("field_expression", "pointer_expression")
                      and self.operator(current) == "=")):
-                found.append(current)   # `priv->pending = true;`: a flag a later test reads
+                # `priv->pending = true;`: a flag a later test reads; `*_dropped_lock = true;`:
+                # a flag of the caller's (see Transfer.assign)
+                found.append(current)
             elif current.type == "update_expression" and current.child_by_field_name("argument") is not None \
                     and current.child_by_field_name("argument").type == "identifier":
                 found.append(current)
@@ -575,6 +577,7 @@ class _Walker:
 
     def forget(self, variable: str, states: set) -> set:
         """Drop the branch tags of conditions that mention `variable` (it changed)."""
+        variable = variable.lstrip("*")
         word = _word(variable)
         # the tags that name it, from the few texts tagged in this walk, not from every fact
         stale = {fact for text in self.tag_texts if variable in text and word.search(text)

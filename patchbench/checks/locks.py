@@ -239,6 +239,7 @@ class LockTransfer(flow.Transfer):
 
     def assign(self, state: frozenset, target: str, value, function: Function) -> frozenset:
         text = squeeze(value.text.decode("utf-8", "replace"))
+        state = frozenset(f for f in state if not (f[0] == "iff" and f[1] == target))
         if self.values:
             state = frozenset(f for f in state if not (f[0] == "value" and f[1] == target))
             constant = _constant(text)
@@ -338,6 +339,11 @@ class LockTransfer(flow.Transfer):
         return (state - ending - {("held", key) for key in keys}) | {("released", key) for key in keys}
 
     def test(self, state: frozenset, expression: str, truth: bool, function: Function) -> frozenset:
+        flagged = {fact for fact in state if fact[0] == "iff" and fact[1] == expression}
+        if flagged:   # the callee dropped the lock exactly when it set this flag
+            state = state - flagged
+            for _, _, key in sorted(flagged):
+                state = released(state, key) if truth and ("held", key) in state else state
         # `if (lock) spin_unlock(lock);`: a NULL lock pointer is not held
         if truth:
             return state
@@ -378,6 +384,29 @@ class LockTransfer(flow.Transfer):
     @staticmethod
     def implied_by(state: frozenset, key: str) -> frozenset:
         return frozenset(fact for fact in state if fact[0] == "implied" and fact[2] == key)
+
+    def flagged_release(self, state: frozenset, summary, call: CallSite) -> frozenset:
+        """("iff", flag, key) for a lock the callee releases exactly on the paths where it sets
+        the caller's flag (`rxrpc_send_data(..., &dropped_lock)`: `mutex_unlock(&call->user_mutex);
+        *_dropped_lock = true;`): a later `if (!dropped_lock) mutex_unlock()` releases it once."""
+        for index, argument in enumerate(call.args):
+            if not (argument.startswith("&") and argument[1:].isidentifier()) or \
+                    index >= len(summary.function.params):
+                continue
+            flag = "*" + summary.function.params[index]
+            setting = [s for s in summary.exits if ("branch", flag, True) in s]
+            others = [s for s in summary.exits if ("branch", flag, True) not in s]
+            if not setting:
+                continue
+            dropped = {fact[1] for fact in flow.intersection(setting)
+                       if fact[0] == "caller" and ("held", fact[1]) not in frozenset().union(*setting)}
+            for key in sorted(dropped):
+                if any(("caller", key) in s and ("held", key) not in s for s in others):
+                    continue
+                mine = self.model.at_call_site(key, summary.function, call)
+                if ("held", mine) in state:
+                    state = state | {("iff", argument[1:], mine)}
+        return state
 
     def conditional_effects(self, summary) -> list[tuple[str, str, bool]]:
         """(kind, key, truth): ("held", key) for a lock the function returns holding exactly when
@@ -430,6 +459,7 @@ class LockTransfer(flow.Transfer):
                     state = released(state, mine) if ("held", mine) in state else state | {("caller", mine)}
         if not summary.exits:
             return state
+        state = self.flagged_release(state, summary, call)
         # `if (busy) spin_unlock(busy);`: the paths that found a parameter NULL had no lock to
         # release; the callee releases the lock it is given whenever there is one
         given = [exit for exit in summary.exits
