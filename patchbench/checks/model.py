@@ -306,7 +306,28 @@ class FileModel:
         root, rest = _split_root(key)
         if function is not None and root in function.types:
             key = function.types[root] + rest
+        elif rest.startswith("(") and root in self.functions:
+            # `rx_ring(mac)->lock`, rx_ring() an accessor of this file returning a struct pointer:
+            # the lock of that type, as `rx->lock` of a `struct pasemi_mac_rxring *rx` is
+            returned = self.returned_struct(root)
+            depth, end = 0, None
+            for index, char in enumerate(rest):
+                depth += (char == "(") - (char == ")")
+                if depth == 0:
+                    end = index
+                    break
+            if returned and end is not None and rest[end + 1:end + 2] == ".":
+                key = returned + rest[end + 1:]
         return key
+
+    def returned_struct(self, name: str) -> str:
+        """"T" for a function of the file declared to return `struct T *`, else ""."""
+        node = self.functions[name].node
+        declarator, kind = node.child_by_field_name("declarator"), node.child_by_field_name("type")
+        if declarator is None or declarator.type != "pointer_declarator" or kind is None or \
+                kind.type != "struct_specifier" or kind.child_by_field_name("name") is None:
+            return ""
+        return self.text(kind.child_by_field_name("name"))
 
 
 def _strip_outer(key: str) -> str:
