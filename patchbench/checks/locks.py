@@ -453,7 +453,11 @@ class LockTransfer(flow.Transfer):
             for key in annotated_keys(self.model, summary.function, annotation):
                 mine = self.model.at_call_site(key, summary.function, call)
                 stated.add(key)
-                if action == "acquire":
+                if action == "acquire" and not any(("held", key) in exit for exit in summary.exits):
+                    # taken by a callee of its own elsewhere, on the paths that succeed (an
+                    # ERR_PTR() return may not hold it): from here the walk cannot tell
+                    state = (state - {("held", mine)}) | {("maybe", mine)}
+                elif action == "acquire":
                     state = state | {("held", mine)}
                 else:
                     state = released(state, mine) if ("held", mine) in state else state | {("caller", mine)}
