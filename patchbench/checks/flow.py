@@ -450,14 +450,18 @@ class _Walker:
         initializer, condition = node.child_by_field_name("initializer"), node.child_by_field_name("condition")
         if initializer is None or condition is None:
             return False
-        start = re.fullmatch(r"(?:int\s+)?(\w+)\s*=\s*(\d+)", self.text(initializer).strip().rstrip(";"))
-        bound = re.fullmatch(r"(\w+)\s*(<=?)\s*(\w+)", self.text(_unwrap(condition)).strip())
+        start = re.fullmatch(r"(?:int\s+)?(\w+)\s*=\s*(\w+)", self.text(initializer).strip().rstrip(";"))
+        bound = re.fullmatch(r"(\w+)\s*([<>]=?)\s*(\w+)", self.text(_unwrap(condition)).strip())
         if start is None or bound is None or start.group(1) != bound.group(1):
             return False
-        limit = bound.group(3)
-        if limit.isdigit():
-            return int(start.group(2)) < int(limit) + (bound.group(2) == "<=")
-        return re.fullmatch(r"[A-Z][A-Z0-9_]*", limit) is not None
+        first, operator, limit = start.group(2), bound.group(2), bound.group(3)
+        if first.isdigit() and limit.isdigit():
+            return {"<": int(first) < int(limit), "<=": int(first) <= int(limit),
+                    ">": int(first) > int(limit), ">=": int(first) >= int(limit)}[operator]
+        constant = re.compile(r"[A-Z][A-Z0-9_]*")
+        if operator.startswith("<"):   # for (i = 0; i < N_RINGS; i++)
+            return first.isdigit() and constant.fullmatch(limit) is not None
+        return limit.isdigit() and constant.fullmatch(first) is not None   # for (i = N; i > 0; i--)
 
     def loop_tag(self, condition: tree_sitter.Node | None) -> tuple[str, bool] | None:
         """(text, truth) of a loop condition comparing a counter with a call-free bound

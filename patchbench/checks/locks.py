@@ -449,8 +449,17 @@ class LockTransfer(flow.Transfer):
         # the callee's own statement (`__acquires(RCU)`, `__releases(&priv->lock)`) is believed
         # over its walk, which may miss a path's retake in a callee of its own
         stated = set()
+        acquires = annotated_keys(self.model, summary.function, "__acquires")
+        releases = annotated_keys(self.model, summary.function, "__releases")
+        stated.update(acquires & releases)   # dropped and taken again (neigh_invalidate()): no effect
         for annotation, action in (("__acquires", "acquire"), ("__releases", "release")):
-            for key in annotated_keys(self.model, summary.function, annotation):
+            for key in sorted((acquires if action == "acquire" else releases) - (acquires & releases)):
+                if action == "acquire" and _returns_pointer(summary.function) and not any(
+                        returned_text(node) in ("NULL", "0") and ("held", key) in exit
+                        for node, exit in summary.result.returns):
+                    # a lookup (mctp_lookup_key()) holds it only where it finds something: the
+                    # walk's own conditional effect (assume()) says where
+                    continue
                 mine = self.model.at_call_site(key, summary.function, call)
                 stated.add(key)
                 if action == "acquire" and not any(("held", key) in exit for exit in summary.exits):
@@ -468,7 +477,8 @@ class LockTransfer(flow.Transfer):
         # release; the callee releases the lock it is given whenever there is one
         given = [exit for exit in summary.exits
                  if not any(("branch", param, False) in exit for param in summary.function.params)]
-        always = flow.intersection(given or summary.exits)
+        always = flow.intersection(summary.exits)
+        always |= {fact for fact in flow.intersection(given or summary.exits) if fact[0] == "caller"}
         ever_held = frozenset().union(*summary.exits)
         for fact in always:
             kind, key = fact[0], fact[1]
@@ -485,6 +495,11 @@ class LockTransfer(flow.Transfer):
 _ROOT = re.compile(r"^(&?\(?)([A-Za-z_]\w*)")
 _ACCESS_PATH = re.compile(r"^&?[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*|\[[^\]]*\])*$")
 _CONSTANT = re.compile(r"^(-?\d+|NULL|true|false|ERR_PTR\(.*\)|-E[A-Z0-9_]+)$")
+
+
+def _returns_pointer(function: Function) -> bool:
+    declarator = function.node.child_by_field_name("declarator")
+    return declarator is not None and declarator.type == "pointer_declarator"
 
 
 def released(state: frozenset, key: str) -> frozenset:
