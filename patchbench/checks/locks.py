@@ -454,7 +454,8 @@ class LockTransfer(flow.Transfer):
         stated.update(acquires & releases)   # dropped and taken again (neigh_invalidate()): no effect
         for annotation, action in (("__acquires", "acquire"), ("__releases", "release")):
             for key in sorted((acquires if action == "acquire" else releases) - (acquires & releases)):
-                if action == "acquire" and _returns_pointer(summary.function) and not any(
+                never = not any(("held", key) in exit for exit in summary.exits)
+                if action == "acquire" and not never and _returns_pointer(summary.function) and not any(
                         returned_text(node) in ("NULL", "0") and ("held", key) in exit
                         for node, exit in summary.result.returns):
                     # a lookup (mctp_lookup_key()) holds it only where it finds something: the
@@ -462,7 +463,7 @@ class LockTransfer(flow.Transfer):
                     continue
                 mine = self.model.at_call_site(key, summary.function, call)
                 stated.add(key)
-                if action == "acquire" and not any(("held", key) in exit for exit in summary.exits):
+                if action == "acquire" and never:
                     # taken by a callee of its own elsewhere, on the paths that succeed (an
                     # ERR_PTR() return may not hold it): from here the walk cannot tell
                     state = (state - {("held", mine)}) | {("maybe", mine)}
