@@ -99,6 +99,11 @@ class Need:
     update_side: bool = False  # RTNL or a sleeping lock known held is accepted instead
     reason: str = ""           # why a call needs it, when not evident (a callee's read elsewhere)
 
+    @property
+    def update_only(self) -> bool:
+        """An update-side primitive (_protected, rtnl_dereference): no reader satisfies it."""
+        return not self.tracked and not (self.strict & readers()) and not self.weak
+
 
 def readers() -> frozenset[str]:
     return names("rcu", "readers")

@@ -151,6 +151,9 @@ class FileModel:
     # the fields of each ops initialiser (by its start byte), and which one registers (function, field)
     ops_groups: dict[int, dict[str, str]] = field(default_factory=dict)
     ops_group_of: dict[tuple[str, str], int] = field(default_factory=dict)
+    # `check` only: the file's text in the patch's parent (None in lint, or for a new file), so
+    # that a rule can tell what the patch changed (a read-side section the patch removed)
+    previous: bytes | None = None
 
     def sibling(self, name: str, kind: str, other: str) -> str | None:
         """The function registered as field `other` in the initialiser registering `name` as `kind`."""

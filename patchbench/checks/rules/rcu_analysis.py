@@ -37,6 +37,7 @@ from patchbench.checks import callindex, engine, flow, kfacts, locks
 from patchbench.checks.model import CallSite, FileModel, Function, squeeze
 from patchbench.checks.rules import rcu_functions as F
 from patchbench.checks.rules import rcu_primitives as P
+from patchbench.checks.rules import rcu_removed
 
 ROUNDS = 4
 MAX_LEVEL = 4
@@ -60,6 +61,11 @@ class Analysis:
     known_locks: frozenset
     mutexes: frozenset
     sites: list[Site] = field(default_factory=list)
+    # the walks (function name -> flow result), the callees needing a section (need_of's
+    # helpers) and the in-file section wrappers: what rcu_removed judges a removed section by
+    results: dict = field(default_factory=dict)
+    helpers: dict = field(default_factory=dict)
+    section_effects: dict = field(default_factory=dict)
 
 
 # -- facts -------------------------------------------------------------------------------------
@@ -276,6 +282,11 @@ class RcuTransfer(flow.Transfer):
                 need = P.DEREFERENCES.get(callee)
                 if need is not None:
                     return ("rcu", callee, node) if need.tracked else None
+                if P.RCU_HELPER.search(callee) and not P.NOT_HELPER.match(callee) and \
+                        node is value and F.WORD.fullmatch(callee):
+                    # a *_rcu lookup (dev_get_by_index_rcu()) returns an object the section
+                    # keeps alive: valid until it ends, unless a reference is taken inside
+                    return ("rcu", callee, node)
                 if callee in P.CONTAINER and \
                         node.child_by_field_name("arguments").named_child_count:
                     node = node.child_by_field_name("arguments").named_children[0]
@@ -429,8 +440,9 @@ def _analyse(model: FileModel) -> Analysis:
     infos = {name: F.function_info(model, f, helpers, lines) for name, f in functions.items()}
     # In-file helpers whose stated precondition callers must meet.
     helpers.update({name: P.HELPER_NEED for name, info in infos.items() if info.requires_reader})
-    for info in infos.values():
-        info.relevant = info.relevant or any(c.name in helpers for c in info.function.calls)
+    removed = rcu_removed.removed_sections(model)   # check: functions the patch took a section from
+    for name, info in infos.items():
+        info.relevant = info.relevant or name in removed or any(c.name in helpers for c in info.function.calls)
     known_locks = frozenset(key for info in infos.values() for key in info.owned_locks)
     wanted = sorted(model.with_callers(n for n, i in infos.items() if i.relevant))
     mutexes = frozenset(lock[1] for info in infos.values() for call in info.function.calls
@@ -460,7 +472,8 @@ def _analyse(model: FileModel) -> Analysis:
         if new_entries == entries and all(referenced[n] == infos[n].referenced for n in wanted):
             break
         entries = new_entries
-    analysis = Analysis(model, infos, known_locks, mutexes)
+    analysis = Analysis(model, infos, known_locks, mutexes, results=results, helpers=helpers,
+                        section_effects=transfer.section_effects)
     for name in wanted:
         info = infos[name]
         if not info.relevant:

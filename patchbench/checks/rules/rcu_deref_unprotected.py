@@ -15,6 +15,7 @@ from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel
 from patchbench.checks.rules import rcu_analysis as A
 from patchbench.checks.rules import rcu_primitives as P
+from patchbench.checks.rules import rcu_removed
 
 ID = "rcu-deref-unprotected"
 SEVERITY = "error"
@@ -34,6 +35,7 @@ def check(model: FileModel) -> Iterable[Finding]:
     dereferenced = set()
     if P.ACCESS.encode() in model.source:   # the query only matches its calls: skip the tree walk
         dereferenced = set(cparse.captures(cparse.rule_query(ID), model.tree.root_node).get("call", []))
+    reported = set()
     for site in analysis.sites:
         call, name = site.call, site.function.function.name
         if call.name == A.USE:
@@ -62,10 +64,20 @@ def check(model: FileModel) -> Iterable[Finding]:
                         for s, v in verdicts.items() if v != "ok")
         if uncertain and not callindex.reports_unknown():
             continue   # what the unknown callers hold may be just what is needed (lint of a tree)
+        if uncertain and site.need.update_only:
+            # rcu_dereference_protected(p, lockdep_is_held(&l)), rtnl_dereference(): where no
+            # caller is known, the condition is the function's own statement of what its callers
+            # hold, as a lockdep_assert_held() would be (a callback handed to an iterator that
+            # calls it under the lock: ctnetlink's expect_iter_name())
+            continue
         if worst == "missing" and uncertain:
             worst = "unknown"
+        reported.add(call.start)
         yield engine.finding(module, model, call.node, name, _message(site, worst),
                              "warning" if worst in ("weak", "rtnl", "unknown") else None)
+    # `check`: what a read-side section the patch removed covered, judged as lockdep does
+    for call, name, message, severity in rcu_removed.findings(analysis, reported):
+        yield engine.finding(module, model, call.node, name, message, severity)
 
 
 def _reader(state: frozenset, site: A.Site) -> bool:

@@ -147,7 +147,9 @@ def _stated_precondition(model: FileModel, function: Function,
     facts: set = set()
     above = b"\n".join(lines[max(0, function.start_line - 6):function.start_line - 1]).decode(
         "utf-8", "replace")
-    reader = bool(function.name.endswith("_rcu")
+    # a name ending in _rcu says its callers hold a section, unless the table says such names
+    # are not helpers (`instance_destroy_rcu`, `foo_free_rcu`: call_rcu() callbacks)
+    reader = bool(function.name.endswith("_rcu") and not P.NOT_HELPER.match(function.name)
                   or P.PRECONDITION_COMMENT.search(function.comment or "")
                   or P.PRECONDITION_COMMENT.search(function.body_comment or "")
                   or ("/*" in above or "//" in above) and P.PRECONDITION_COMMENT.search(above))
