@@ -25,6 +25,7 @@ Code that always read so is never judged this way: only a patch that removes the
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 
 from patchbench.checks import callindex, kfacts
@@ -163,6 +164,21 @@ def _own(state: frozenset) -> frozenset:
                      and not (f[0] == "lock" and f[2] in ("entry", "context")) and f[0] != "unknown")
 
 
+_OR = re.compile(r"\b(or|either)\b", re.I)
+
+
+def _alternative(function: Function) -> bool:
+    """The comment stating the function's reader precondition names an alternative ("Called
+    with ovs_mutex or RCU read lock"): callers hold one of them, not necessarily a reader."""
+    for text in (function.comment or "", function.body_comment or ""):
+        for match in P.PRECONDITION_COMMENT.finditer(text):
+            start = max(text.rfind(".", 0, match.start()), text.rfind("\n\n", 0, match.start())) + 1
+            end = text.find(".", match.end())
+            if _OR.search(text[start:end if end >= 0 else len(text)]):
+                return True
+    return False
+
+
 class Judge:
     """Wants of calls (in-file callees summarised) and verdicts, over one file's analysis."""
 
@@ -172,6 +188,43 @@ class Judge:
         self.analysis = analysis
         self.requires_reader = {name for name, info in analysis.infos.items() if info.requires_reader}
         self.summaries: dict[str, list[tuple[Want, CallSite]]] = {}
+        self.entries: dict[str, tuple[frozenset, bool]] = {}
+
+    def entry(self, name: str, depth: int = 0) -> tuple[frozenset, bool]:
+        """(facts held on every way into `name`, whether some way is of unknown state): its
+        stated precondition, and what each registration context, caller elsewhere (the call
+        index) and in-file caller (what it holds itself at the call, plus its own such entry)
+        provides. Unlike the analysis' entry, a way of unknown state is not left out: it
+        provides nothing, for a removed section is not made up for by what might be held."""
+        if name in self.entries:
+            return self.entries[name]
+        self.entries[name] = (frozenset(), True)      # a cycle, or too deep: nothing known
+        A, analysis = self.A, self.analysis
+        model, info = analysis.model, analysis.infos[name]
+        ways = [way for way in A._ways_in(model, model.functions[name])]
+        unknown = not ways and not model.callers.get(name)
+        for call in model.callers.get(name, []):
+            result = analysis.results.get(call.function)
+            states = result.states_at(call) if result is not None else set()
+            if not states or depth >= DEPTH:
+                ways.append(A.UNKNOWN_WAY)
+                continue
+            above, above_unknown = self.entry(call.function, depth + 1)
+            unknown |= above_unknown
+            caller = analysis.infos[call.function]
+            ways.extend(A._inherited(_own(state), caller, call.start) | above for state in states)
+        common = None
+        for way in ways:
+            unknown |= A.UNKNOWN in way or way == A.UNKNOWN_WAY
+            held = {f[:2] for f in way if f[0] in ("r", "lock")}
+            common = held if common is None else common & held
+        facts = frozenset(("r", f[1], 1, "entry") if f[0] == "r" else ("lock", f[1], "entry")
+                          for f in sorted(common or ()))
+        stated = frozenset(f for f in info.precondition if f[0] in ("r", "lock"))
+        if _alternative(model.functions[name]):
+            stated = frozenset(f for f in stated if f[0] != "r" or f[1] == "rtnl")
+        self.entries[name] = (facts | stated, unknown)
+        return self.entries[name]
 
     def wants(self, call: CallSite, depth: int = 0) -> list[tuple[Want, CallSite | None]]:
         """What the call needs: its own want, or (an in-file callee) what the callee reads
@@ -221,8 +274,6 @@ class Judge:
         if families & P.KEEPS_ALIVE or (want.update_side_alive and
                                         A.update_side_held(state, info, call.start, analysis.mutexes)):
             return "splat"
-        if any(f[0] == "unknown" and info.holds(f, call.start) for f in state):
-            return "unknown"
         return "missing"
 
 
@@ -245,9 +296,12 @@ def findings(analysis, reported: set[int]) -> list[tuple[CallSite, str, str, str
             if call.name == F.USE or call.line not in gone.lines or call.start in reported:
                 continue
             worst, said = "ok", None
+            entry, unknown = judge.entry(name)
             for want, inner in judge.wants(call):
                 for state in result.states_at(call):
-                    verdict = judge.verdict(state, want, call, info)
+                    verdict = judge.verdict(_own(state) | entry, want, call, info)
+                    if verdict == "missing" and unknown:
+                        verdict = "unknown"
                     if _RANK[verdict] > _RANK[worst]:
                         worst, said = verdict, (want, inner)
             if worst == "ok":
