@@ -304,7 +304,8 @@ def parse(source: bytes) -> tree_sitter.Tree:
 _DIRECTIVE = re.compile(rb"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b[^\n]*(?:\\\n[^\n]*)*", re.M)
 
 
-_DEFINE = re.compile(rb"^[ \t]*#[ \t]*(define|undef)\b[^\n]*(?:\\\n[^\n]*)*", re.M)
+# (a line ending in a backslash continues the directive)
+_DEFINE = re.compile(rb"^[ \t]*#[ \t]*(define|undef)\b[^\n]*(?:(?<=\\)\n[^\n]*)*", re.M)
 
 
 def _inner_defines(out: bytearray) -> None:
