@@ -132,9 +132,10 @@ class Want:
     what: str
 
 
-def want_of(call: CallSite, helpers: dict, requires_reader: set[str]) -> Want | None:
+def want_of(call: CallSite, helpers: dict, requires_reader: set[str], removal: bool = True) -> Want | None:
     """What `call` needs when a removed section covered it (None: nothing), without in-file
-    callee summaries (see Summaries)."""
+    callee summaries (see Judge); `removal`: the [rcu.removal] calls too (not in a callee's
+    summary: a callee that calls dev_net() outside a section has always done so)."""
     name = call.name
     need = P.DEREFERENCES.get(name)
     if need is not None:
@@ -149,7 +150,7 @@ def want_of(call: CallSite, helpers: dict, requires_reader: set[str]) -> Want | 
     if name in requires_reader or name in helpers or (
             P.RCU_HELPER.search(name) and not P.NOT_HELPER.match(name) and F.WORD.fullmatch(name)):
         return Want(ANY_READER, True, "an RCU read-side section")
-    entry = REMOVAL.get(name)
+    entry = REMOVAL.get(name) if removal else None
     if entry is not None:
         families = ANY_READER | frozenset(entry.get("also", ()))
         return Want(frozenset(families), True, "an RCU read-side section")
@@ -229,7 +230,7 @@ class Judge:
     def wants(self, call: CallSite, depth: int = 0) -> list[tuple[Want, CallSite | None]]:
         """What the call needs: its own want, or (an in-file callee) what the callee reads
         without a section of its own, with the inner call that needs it."""
-        want = want_of(call, self.analysis.helpers, self.requires_reader)
+        want = want_of(call, self.analysis.helpers, self.requires_reader, removal=depth == 0)
         if want is not None:
             return [(want, None)]
         if call.name in self.analysis.infos and call.name != call.function and \
