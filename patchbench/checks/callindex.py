@@ -43,7 +43,7 @@ SUFFIXES = (".c", ".h")
 SKIPPED_DIRS = ("tools/", "Documentation/", "scripts/", "samples/", "usr/", "LICENSES/")
 DEPTH = 2    # callers of callers consulted for a caller's own entry
 # Bump when scan() changes what it records: every stored scan and index is then rebuilt.
-SCAN_VERSION = 6
+SCAN_VERSION = 7
 FANOUT = 32  # files consulted for a caller's own entry (the first, by path): a meet needs few
 NEED_DEPTH = 1   # calls between a function and the RCU read that makes it need a section on entry
 
@@ -427,6 +427,12 @@ class CallIndex:
         found = self._wrappers.get(name)
         return json.loads(found) if found else None
 
+    def c_wrapper_of(self, name: str) -> list | None:
+        """[params, effect] of the global function `name` of a .c file that leaves locks taken
+        or released in its caller (ovs_lock()), None for others (or when definitions differ)."""
+        found = self._query("SELECT effect FROM c_wrappers WHERE name = ?", name)
+        return json.loads(found[0][0]) if found else None
+
     @cached_property
     def queue_wrappers(self) -> dict[str, list]:
         """Header function -> [params, [[tx queue spelling, queue argument text], ...]]."""
@@ -574,6 +580,16 @@ def wrapper(name: str) -> tuple[list[str], list[list[str]]] | None:
     if not _ACTIVE:
         return None
     found = _ACTIVE[-1][0].wrapper_of(name)
+    return (found[0], found[1]) if found else None
+
+
+def c_wrapper(name: str) -> tuple[list[str], list[list[str]]] | None:
+    """(parameter names, [[lock spelling, argument text], ...]) of a global function of a .c file
+    that leaves those locks taken (or released) in its caller (ovs_lock() takes ovs_mutex), or
+    None. Kept apart from wrapper() (headers), which the lock rules use."""
+    if not _ACTIVE:
+        return None
+    found = _ACTIVE[-1][0].c_wrapper_of(name)
     return (found[0], found[1]) if found else None
 
 
@@ -733,6 +749,7 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
         CREATE TABLE needs (name TEXT, file INTEGER, primitive TEXT, origin INTEGER, line INTEGER,
                             via TEXT);
         CREATE TABLE queue_wrappers (name TEXT PRIMARY KEY, effect TEXT);
+        CREATE TABLE c_wrappers (name TEXT PRIMARY KEY, effect TEXT);
     """)
     database.executemany("INSERT INTO needs VALUES (?, ?, ?, ?, ?, ?)",
                          _needs(blobs, summaries, directory))
@@ -740,6 +757,9 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
                          ((number, path, blob) for number, (path, blob) in enumerate(blobs)))
     defined: set[str] = set()
     wrappers: dict[str, str] = {}
+    # global lock wrappers of .c files (ovs_lock() around mutex_lock(&ovs_mutex)): name -> effect,
+    # None when two global definitions differ
+    c_wrappers: dict[str, str | None] = {}
     queue_wrappers: dict[str, str] = {}
     for number, ((path, _), found) in enumerate(zip(blobs, summaries)):
         header = path.endswith(".h")
@@ -751,6 +771,9 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
             rows.append((name, number, int(is_global or header), stated))
             if header and wrapper:
                 wrappers.setdefault(name, json.dumps(wrapper[0]))
+            elif is_global and not header:
+                effect = json.dumps(wrapper[0]) if wrapper else None
+                c_wrappers[name] = effect if c_wrappers.get(name, effect) == effect else None
         defined.update(name for name, *_ in rows)
         database.executemany("INSERT INTO defs VALUES (?, ?, ?, ?)", rows)
         database.executemany("INSERT INTO regs VALUES (?, ?, ?, ?)",
@@ -761,6 +784,8 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
                              ((name, number) for name in found["called"] if name in defined))
     database.executemany("INSERT INTO wrappers VALUES (?, ?)", sorted(wrappers.items()))
     database.executemany("INSERT INTO queue_wrappers VALUES (?, ?)", sorted(queue_wrappers.items()))
+    database.executemany("INSERT INTO c_wrappers VALUES (?, ?)",
+                         sorted((name, effect) for name, effect in c_wrappers.items() if effect))
     database.executescript("""
         CREATE INDEX defs_name ON defs (name);
         CREATE INDEX callers_name ON callers (name);

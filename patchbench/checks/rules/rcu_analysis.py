@@ -114,6 +114,14 @@ class RcuTransfer(flow.Transfer):
         self.section_effects = {name: effect for name, info in infos.items()
                                 if (effect := F.section_effect(info.function))}
         self.lock_effects = {name: info.taken_locks for name, info in infos.items() if info.taken_locks}
+        self._wrapped: dict[tuple[str, int], list] = {}
+
+    def c_wrapped(self, info: F.FunctionInfo, call: CallSite) -> list:
+        """What a lock wrapper of another .c file called here does (F.c_wrapper_ops), memoised."""
+        key = (call.name, call.start)
+        if key not in self._wrapped:
+            self._wrapped[key] = F.c_wrapper_ops(self.model, info.function, call)
+        return self._wrapped[key]
 
     def call(self, state: frozenset, call: CallSite) -> frozenset:
         if call.name == F.USE:
@@ -142,6 +150,14 @@ class RcuTransfer(flow.Transfer):
             return state
         if call.name in self.lock_effects and call.name != call.function:
             return state | {("lock", key, "own") for key in self.lock_effects[call.name]}
+        wrapped = self.c_wrapped(info, call)
+        if wrapped:
+            for op, key in wrapped:
+                if op.action in ("acquire", "try_fail"):
+                    state = self.lock(state, op, key)
+                elif op.action == "release":
+                    state = self.released(self.unlock(state, op, key))
+            return state
         if P.REFERENCE.search(call.name):
             return self.referenced(state, call)
         return state
@@ -241,7 +257,10 @@ class RcuTransfer(flow.Transfer):
         # A caller's section (or an unknown one) makes the function's own a nested one; the
         # registration context's implicit reader does not: the driver declared its section.
         from_outside = any(f[3] == "entry" and f[1] != "srcu" for f in readers)
-        if not {f[1] for f in readers} & P.READ_SECTIONS or from_outside or \
+        # Only a section the function opened itself ends in it: a value read under the calling
+        # context's reader (classify under rcu_read_lock_bh()) or a spinlock stays what it was.
+        own = {f[1] for f in readers if f[3] == "own"}
+        if not own & P.READ_SECTIONS or from_outside or \
                 target in info.referenced or \
                 update_side_held(state, info, value.start_byte, self.mutexes):
             return state
@@ -361,6 +380,33 @@ def _meet(contributions: list[frozenset]) -> frozenset:
                      + ([UNKNOWN] if unknown else []))
 
 
+MAX_WAYS = 4   # distinct entry states walked per function; more are met into one
+
+
+def _entry_states(precondition: frozenset, contributions: list[frozenset]) -> tuple[frozenset, ...]:
+    """The entry states of a function, one per distinct way in (its callers' held sets, its
+    registration contexts), each with what the function states itself: a need is judged in every
+    one, so it is reported when some real way in lacks the protection and never when each way
+    provides one of the protections it accepts (rtnl_get_link() reached under rcu_read_lock() from
+    one call and under RTNL from another). Which ways count is _meet's choice (ways of known state
+    decide; callers of unknown entry only when there is none); a named lock some way holds is held
+    in each (as in _meet). More than MAX_WAYS distinct ways: their meet, one state."""
+    known = [c for c in contributions if UNKNOWN not in c and c != UNKNOWN_WAY] or \
+        [c for c in contributions if c != UNKNOWN_WAY]
+    if not known:
+        return (precondition | _meet(contributions),)
+    lock_origin: dict[tuple, str] = {}
+    for c in known:
+        for f in c:
+            if f[0] == "lock" and lock_origin.get(f[:-1]) != "entry":
+                lock_origin[f[:-1]] = "entry" if f[-1] == "entry" else "context"
+    locks_held = frozenset(key + (origin,) for key, origin in lock_origin.items())
+    states = {precondition | frozenset(f for f in c if f[0] != "lock") | locks_held for c in known}
+    if len(states) > MAX_WAYS:
+        return (precondition | _meet(contributions),)
+    return tuple(sorted(states, key=lambda s: sorted(map(repr, s))))
+
+
 def context_facts(context: kfacts.Context) -> frozenset:
     """Entry facts of a registration context: its readers, RTNL, and the locks it names."""
     facts = set(F.entry_facts(context.readers, "context"))
@@ -434,11 +480,13 @@ def _analyse(model: FileModel) -> Analysis:
     known_locks = frozenset(key for info in infos.values() for key in info.owned_locks)
     wanted = sorted(model.with_callers(n for n, i in infos.items() if i.relevant))
     mutexes = frozenset(lock[1] for info in infos.values() for call in info.function.calls
-                        if (lock := F.lock_op(model, info.function, call)) and lock[0].sleeps)
+                        if (lock := F.lock_op(model, info.function, call)) and lock[0].sleeps) | \
+        frozenset(key for info in infos.values() for call in info.function.calls
+                  for op, key in F.c_wrapper_ops(model, info.function, call) if op.sleeps)
     transfer = RcuTransfer(model, infos, mutexes)
     static_ways = {name: _ways_in(model, functions[name]) for name in wanted}
     # first walks from the ways in that do not depend on them; in-file callers join after
-    entries = {name: infos[name].precondition | _meet(static_ways[name]) for name in wanted}
+    entries = {name: _entry_states(infos[name].precondition, static_ways[name]) for name in wanted}
     results: dict[str, flow.FlowResult] = {}
     walked: dict[str, tuple] = {}     # name -> (entry, referenced) its current result was walked from
     for _ in range(ROUNDS):
@@ -446,7 +494,7 @@ def _analyse(model: FileModel) -> Analysis:
         for name in wanted:
             key = (entries[name], frozenset(infos[name].referenced))
             if walked.get(name) != key:   # a walk depends only on its entry and referenced locals
-                results[name] = flow.walk(infos[name].function, transfer, entries[name])
+                results[name] = flow.walk_states(infos[name].function, transfer, entries[name])
                 walked[name] = key
         new_entries = {}
         for name in wanted:
@@ -456,7 +504,7 @@ def _analyse(model: FileModel) -> Analysis:
                     caller = infos[call.function]
                     contributions.extend(_inherited(state, caller, call.start)
                                          for state in results[call.function].states_at(call))
-            new_entries[name] = infos[name].precondition | _meet(contributions)
+            new_entries[name] = _entry_states(infos[name].precondition, contributions)
         if new_entries == entries and all(referenced[n] == infos[n].referenced for n in wanted):
             break
         entries = new_entries

@@ -147,10 +147,11 @@ def _stated_precondition(model: FileModel, function: Function,
     facts: set = set()
     above = b"\n".join(lines[max(0, function.start_line - 6):function.start_line - 1]).decode(
         "utf-8", "replace")
+    # a negated statement ("May not be called with RCU read lock") states the opposite
     reader = bool(function.name.endswith("_rcu")
-                  or P.PRECONDITION_COMMENT.search(function.comment or "")
-                  or P.PRECONDITION_COMMENT.search(function.body_comment or "")
-                  or ("/*" in above or "//" in above) and P.PRECONDITION_COMMENT.search(above))
+                  or _states(P.PRECONDITION_COMMENT, function.comment or "")
+                  or _states(P.PRECONDITION_COMMENT, function.body_comment or "")
+                  or ("/*" in above or "//" in above) and _states(P.PRECONDITION_COMMENT, above))
     for name, argument in function.annotations:
         if argument == "RCU" and name in ("__must_hold", "__releases"):
             reader = True
@@ -202,6 +203,42 @@ def lock_op(model: FileModel, function: Function, call: CallSite) -> tuple[kfact
         return None
     key = locks.lock_key(model, function, call, op)
     return (op, key) if key is not None else None
+
+
+_ROOT = re.compile(r"^(&?\(?)([A-Za-z_]\w*)")
+_PATH = re.compile(r"^&?[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*|\[[^\]]*\])*$")
+
+
+def c_wrapper_ops(model: FileModel, function: Function, call: CallSite) -> list[tuple[kfacts.LockOp, str]]:
+    """(op, key) of each lock a global function of another .c file leaves taken or released in
+    its caller (the call index's c_wrappers: ovs_lock() takes the mutex ovs_mutex, ovs_unlock()
+    drops it). A lock named by a parameter is the call's argument; one named by a file-scope
+    object of the wrapper's file keeps the wrapper's spelling. Readers and RTNL are left out
+    (section wrappers are judged by their own need)."""
+    if call.name in model.functions:
+        return []
+    found = callindex.c_wrapper(call.name)
+    if found is None:
+        return []
+    params, effect = found
+    ops = []
+    for spelling, argument in effect:
+        op = kfacts.lock_op(spelling)
+        if op is None or op.is_reader or op.kind == "rtnl" or op.key == "global":
+            continue
+        match = _ROOT.match(argument)
+        if match is None:
+            continue
+        if match.group(2) in params:
+            index = params.index(match.group(2))
+            if index >= len(call.args) or not _PATH.match(call.args[index]):
+                continue
+            argument = match.group(1).replace("(", "") + call.args[index].lstrip("&") + argument[match.end():]
+        key = locks.lock_key(model, None if match.group(2) not in params else function, call, op,
+                             [argument] * (op.argument + 1))
+        if key is not None:
+            ops.append((op, key))
+    return ops
 
 
 def function_info(model: FileModel, function: Function, helpers: dict[str, P.Need],
