@@ -344,14 +344,13 @@ def _early_exit(body: bytes, at: int) -> bool:
 
 def _registered(word: bytes, body: bytes) -> list[list]:
     """The functions a registration call in body hands to the kernel: [[name, kind, ""], ...]."""
-    index, kind = kfacts.registration_calls()[word.decode()]
     found = []
     for call in re.finditer(rb"\b" + word + rb"\s*\(", body):
-        args = _arguments(body, call.end())
-        if index < len(args):
-            name = args[index].lstrip(b"&").strip()
-            if re.fullmatch(rb"[A-Za-z_]\w*", name):
-                found.append([name.decode("latin-1"), kind, ""])
+        args = [arg.decode("latin-1") for arg in _arguments(body, call.end())]
+        for argument, kind in kfacts.registered_by(word.decode(), args):
+            name = argument.lstrip("&").strip()
+            if re.fullmatch(r"[A-Za-z_]\w*", name):
+                found.append([name, kind, ""])
     return found
 
 
@@ -476,6 +475,24 @@ class CallIndex:
         path = self._query("SELECT path FROM files WHERE number = ?", origin)
         return primitive, path[0][0] if path else "", line, via
 
+    def opens_section(self, name: str) -> bool:
+        """Every global definition of `name` opens an explicit read-side section of its own: a
+        call in its body, or in that of a static function of its file it calls with nothing held,
+        is made with an rcu_read_lock*() or srcu_read_lock() section held (sunrpc_cache_lookup_rcu()
+        -> sunrpc_cache_find_rcu(), which takes rcu_read_lock())."""
+        definitions = [number for number, is_global, _ in self.defs(name) if is_global]
+        if not definitions:
+            return False
+        for number in definitions:
+            calls = self.scan_of(number)["calls"]
+            own = calls.get(name, [])
+            if any(bits & _SECTION_BITS for _, bits in own):
+                continue
+            if not any(any(bits & _SECTION_BITS for _, bits in calls.get(callee, []))
+                       for callee, held in own if held == 0 and self.is_local(callee, number)):
+                return False
+        return True
+
     def number(self, path: str) -> int:
         found = self._query("SELECT number FROM files WHERE path = ?", path)
         return found[0][0] if found else -1
@@ -529,6 +546,9 @@ class CallIndex:
         result = (held | _families(stated), "yes" if stated else known)
         self._entries[key] = result
         return result
+
+
+_SECTION_BITS = _BIT["rcu"] | _BIT["rcu_bh"] | _BIT["rcu_sched"] | _BIT["srcu"]
 
 
 def _families(bits: int) -> frozenset:
@@ -597,6 +617,12 @@ def need(name: str) -> tuple[str, str, int, str] | None:
     """What the index in use knows `name` (defined in another file or a header) to need on entry:
     see CallIndex.need_of; None without an index."""
     return _ACTIVE[-1][0].need_of(name) if _ACTIVE else None
+
+
+def opens_section(name: str) -> bool:
+    """Whether `name`, defined in another file, opens a read-side section of its own (see
+    CallIndex.opens_section); False without an index."""
+    return bool(_ACTIVE) and _ACTIVE[-1][0].opens_section(name)
 
 
 def calls_a_need(source: bytes) -> bool:

@@ -161,6 +161,28 @@ def registration_calls() -> dict[str, tuple[int, str]]:
     return {name: (entry[0], entry[1]) for name, entry in table()["registration"]["calls"].items()}
 
 
+def registered_by(name: str, args: list[str]) -> list[tuple[str, str]]:
+    """(argument text, registration kind) of each function the registration call `name(args)`
+    hands to the kernel: its [registration.calls] argument, the further ones of
+    [registration.more_calls], and a kind changed by a flag in another argument
+    ([registration.flagged]: rtnl_register()'s doit with RTNL_FLAG_DOIT_UNLOCKED runs without
+    RTNL)."""
+    base = registration_calls().get(name)
+    if base is None:
+        return []
+    registration = table()["registration"]
+    found = []
+    flagged = registration.get("flagged", {}).get(name)
+    for index, kind in [base] + [tuple(more) for more in registration.get("more_calls", {}).get(name, ())]:
+        if index >= len(args):
+            continue
+        if flagged and kind == flagged[2] and flagged[0] < len(args) and \
+                re.search(r"\b" + re.escape(flagged[1]) + r"\b", args[flagged[0]]):
+            kind = flagged[3]
+        found.append((args[index], kind))
+    return found
+
+
 def registration_fields() -> dict[str, str]:
     return table()["registration"]["fields"]
 

@@ -148,7 +148,7 @@ def _stated_precondition(model: FileModel, function: Function,
     above = b"\n".join(lines[max(0, function.start_line - 6):function.start_line - 1]).decode(
         "utf-8", "replace")
     # a negated statement ("May not be called with RCU read lock") states the opposite
-    reader = bool(function.name.endswith("_rcu")
+    reader = bool(function.name.endswith("_rcu") and not opens_section(function)
                   or _states(P.PRECONDITION_COMMENT, function.comment or "")
                   or _states(P.PRECONDITION_COMMENT, function.body_comment or "")
                   or ("/*" in above or "//" in above) and _states(P.PRECONDITION_COMMENT, above))
@@ -277,10 +277,17 @@ def _opens_or_closes(call: CallSite) -> bool:
     return guard is not None and guard[0].kind in P.EXPLICIT_FAMILIES
 
 
+# In `helpers`: a function named *_rcu that opens its own section (the name says it uses RCU
+# inside, not that its caller must hold a section): it needs nothing.
+NO_NEED = P.Need(frozenset(), frozenset(), None, "", False)
+
+
 def need_of(call: CallSite, helpers: dict[str, P.Need]) -> P.Need | None:
     """What the call needs at its site, None when it needs nothing. `helpers`: functions known
     to need a section on entry (stated in this file, or read by the call index elsewhere)."""
     need = P.DEREFERENCES.get(call.name) or helpers.get(call.name)
+    if need is NO_NEED:
+        return None
     if need is not None:
         return need
     if P.RCU_HELPER.search(call.name) and not P.NOT_HELPER.match(call.name) and WORD.fullmatch(call.name):
@@ -301,6 +308,10 @@ def callee_needs(model: FileModel) -> dict[str, P.Need]:
                     - set(model.functions) - set(P.DEREFERENCES) - set(P.SECTIONS)
                     if not P.RCU_HELPER.search(name))   # named as needing one: HELPER_NEED
     here = os.path.dirname(os.path.normpath(model.path))
+    for name in sorted({call.name for function in model.functions.values() for call in function.calls}
+                       - set(model.functions)):
+        if P.RCU_HELPER.search(name) and not P.NOT_HELPER.match(name) and callindex.opens_section(name):
+            found[name] = NO_NEED
     for name in called:
         summary = callindex.need(name)
         if summary is None:
@@ -314,6 +325,17 @@ def callee_needs(model: FileModel) -> dict[str, P.Need]:
                              frozenset(), None, read.section, False, own_data,
                              f" ({through}{primitive}() at {path}:{line})")
     return found
+
+
+def opens_section(function: Function) -> bool:
+    """The function takes an explicit read-side section itself (rcu_read_lock*(), srcu_read_lock(),
+    guard(rcu)) and releases it: a *_rcu name then says it uses RCU inside, not that its callers
+    must hold a section."""
+    opened = [call for call in function.calls if _opens_or_closes(call) or
+              P.SECTIONS.get(call.name, ("", 0))[0] == "srcu"]
+    return any(P.SECTIONS.get(c.name, ("", 1))[1] > 0 for c in opened) and \
+        any(P.SECTIONS.get(c.name, ("", 0))[1] < 0 or locks.guard_call(c) for c in opened) and \
+        section_effect(function) == 0
 
 
 def section_effect(function: Function) -> int:
