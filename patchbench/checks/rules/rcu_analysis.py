@@ -465,6 +465,34 @@ def analyse(model: FileModel) -> Analysis:
     return analysis
 
 
+def _asserted_spinning(model: FileModel, infos: dict[str, F.FunctionInfo]) -> None:
+    """A function that asserts a lock held (lockdep_assert_held(&rdev->bss_lock)) which the file
+    only ever takes with a spinning spelling runs with preemption off (a "spin" reader: enough for
+    rcu_read_lock_any_held(), the list walks and rcu_dereference_sched(); not for
+    rcu_read_lock_held(), which plain rcu_dereference() checks), and with BH or IRQs off too when
+    every such spelling implies it (spin_lock_bh())."""
+    spellings: dict[str, list] = {}
+    for info in infos.values():
+        for call in info.function.calls:
+            lock = F.lock_op(model, info.function, call)
+            if lock is not None and lock[0].action in ("acquire", "try", "try_fail"):
+                spellings.setdefault(lock[1], []).append(lock[0])
+    for info in infos.values():
+        asserted = [f[1] for f in info.precondition if f[0] == "lock" and f[2] == "entry"]
+        added = set()
+        for key in sorted(asserted):
+            ops = spellings.get(key)
+            if not ops or not all(op.atomic for op in ops):
+                continue
+            added.add(("r", "spin", 1, "entry"))
+            implied = {op.implies for op in ops}
+            if len(implied) == 1 and "" not in implied:
+                added.add(("r", implied.pop(), 1, "entry"))
+        if added:
+            info.precondition = info.precondition | frozenset(
+                f for f in added if not any(g[:2] == f[:2] for g in info.precondition))
+
+
 def _analyse(model: FileModel) -> Analysis:
     if not engine.mentions(model.source, MENTIONS) and not callindex.calls_a_need(model.source):
         # most files: nothing to judge, skip the walks
@@ -478,6 +506,7 @@ def _analyse(model: FileModel) -> Analysis:
     for info in infos.values():
         info.relevant = info.relevant or any(c.name in helpers for c in info.function.calls)
     known_locks = frozenset(key for info in infos.values() for key in info.owned_locks)
+    _asserted_spinning(model, infos)
     wanted = sorted(model.with_callers(n for n, i in infos.items() if i.relevant))
     mutexes = frozenset(lock[1] for info in infos.values() for call in info.function.calls
                         if (lock := F.lock_op(model, info.function, call)) and lock[0].sleeps) | \
