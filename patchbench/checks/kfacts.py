@@ -191,7 +191,7 @@ def registration_fields() -> dict[str, str]:
 def context(kind: str) -> Context | None:
     """The context a registration kind runs in; None when the table does not know it."""
     entry = table()["context"].get(kind)
-    if entry is None or kind in ("fields", "structs", "follows"):
+    if entry is None or kind in ("fields", "structs", "follows", "selected"):
         return None
     return Context(kind, frozenset(entry.get("readers", ())), frozenset(entry.get("locks", ())),
                    entry.get("process", False))
@@ -210,6 +210,13 @@ def context_of(kind: str, struct: str = "") -> Context | None:
         return named
     field = contexts["fields"].get(kind)
     return context(field) if field else None
+
+
+def selected(kind: str, struct: str) -> tuple[str, dict[str, str]] | None:
+    """(field, {value: context kind}) when another field of the same initialiser selects the
+    context of `struct.kind` (nfnetlink's `.type = NFNL_CB_RCU` for its `.call`), else None."""
+    entry = table()["context"].get("selected", {}).get(f"{struct}.{kind}")
+    return (entry[0], entry[1]) if entry else None
 
 
 def follows(kind: str, struct: str) -> str | None:

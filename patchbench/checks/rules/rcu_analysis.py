@@ -436,6 +436,10 @@ def _ways_in(model: FileModel, function: Function) -> list[frozenset]:
     for kind in sorted(kinds):
         struct = model.ops_structs.get((function.name, kind), "")
         context = kfacts.context_of(kind, struct)
+        chooser = kfacts.selected(kind, struct)
+        if chooser is not None:   # another field of the initialiser says which context
+            choice = chooser[1].get(model.sibling(function.name, kind, chooser[0]) or "")
+            context = kfacts.context(choice) if choice else None
         first = kfacts.follows(kind, struct)
         opener = model.functions.get(model.sibling(function.name, kind, first) or "") if first else None
         if context is not None:
