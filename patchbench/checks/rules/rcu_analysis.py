@@ -38,7 +38,7 @@ from patchbench.checks.model import CallSite, FileModel, Function, squeeze
 from patchbench.checks.rules import rcu_functions as F
 from patchbench.checks.rules import rcu_primitives as P
 
-ROUNDS = 4
+ROUNDS = 8
 MAX_LEVEL = 4
 USE = F.USE      # the rules tell use sites from primitive calls by this name
 MENTIONS = (b"rcu", b"rtnl_dereference")
