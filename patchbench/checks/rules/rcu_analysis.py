@@ -541,6 +541,10 @@ def _analyse(model: FileModel) -> Analysis:
         if new_entries == entries and all(referenced[n] == infos[n].referenced for n in wanted):
             break
         entries = new_entries
+    else:   # the rounds ran out: the results are walked from the entries last computed
+        for name in wanted:
+            if walked.get(name) != (entries[name], frozenset(infos[name].referenced)):
+                results[name] = flow.walk_states(infos[name].function, transfer, entries[name])
     analysis = Analysis(model, infos, known_locks, mutexes)
     for name in wanted:
         info = infos[name]
