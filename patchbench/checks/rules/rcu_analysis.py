@@ -395,6 +395,10 @@ def _entry_states(precondition: frozenset, contributions: list[frozenset]) -> tu
         [c for c in contributions if c != UNKNOWN_WAY]
     if not known:
         return (precondition | _meet(contributions),)
+    # callers whose own entry is unknown (callers in other files, read by the index) are real
+    # ways in too: what they hold at the call is known. Their states carry UNKNOWN, so a need
+    # only they miss is left to `check` (a warning) and never reported by a lint of the tree.
+    partly = [c for c in contributions if UNKNOWN in c and c not in known]
     lock_origin: dict[tuple, str] = {}
     for c in known:
         for f in c:
@@ -402,6 +406,7 @@ def _entry_states(precondition: frozenset, contributions: list[frozenset]) -> tu
                 lock_origin[f[:-1]] = "entry" if f[-1] == "entry" else "context"
     locks_held = frozenset(key + (origin,) for key, origin in lock_origin.items())
     states = {precondition | frozenset(f for f in c if f[0] != "lock") | locks_held for c in known}
+    states |= {precondition | c for c in partly}
     if len(states) > MAX_WAYS:
         return (precondition | _meet(contributions),)
     return tuple(sorted(states, key=lambda s: sorted(map(repr, s))))
