@@ -212,9 +212,9 @@ class FileModel:
                     name = scoped.decode() + "guard"
         call = CallSite(name, (self.source, found["args"][0]), call_node, call_node.start_point[0] + 1,
                         owner.name if owner else "")
-        registered = REGISTRATION_CALLS.get(call.name)
-        if registered and len(call.args) > registered[0]:
-            self._register(call.args[registered[0]].lstrip("&"), registered[1])
+        if call.name in REGISTRATION_CALLS:
+            for argument, kind in kfacts.registered_by(call.name, call.args):
+                self._register(argument.lstrip("&"), kind)
         if owner is not None:
             owner.calls.append(call)
             if call.name in self.functions:

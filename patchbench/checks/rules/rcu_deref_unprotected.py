@@ -39,7 +39,7 @@ def check(model: FileModel) -> Iterable[Finding]:
     for site in analysis.sites:
         call, name = site.call, site.function.function.name
         if call.name == A.USE:
-            if call.args[1] == "deref" and any(("a", call.args[0]) in s and not _reader(s, site)
+            if call.args[1] == "deref" and any(("a", call.args[0]) in s and not _kept(s, site, analysis)
                                                for s in site.states):
                 yield engine.finding(module, model, call.node, name,
                                      f"'{call.args[0]}' holds rcu_access_pointer()'s value and is "
@@ -47,7 +47,7 @@ def check(model: FileModel) -> Iterable[Finding]:
             continue
         if call.name == P.ACCESS:
             if call.node in dereferenced and site.states and \
-                    not all(_reader(s, site) for s in site.states):
+                    not all(_kept(s, site, analysis) for s in site.states):
                 yield engine.finding(module, model, call.node, name,
                                      "rcu_access_pointer() result dereferenced outside a read-side "
                                      "section")
@@ -83,6 +83,13 @@ def check(model: FileModel) -> Iterable[Finding]:
 def _reader(state: frozenset, site: A.Site) -> bool:
     families, _ = A.effective(state, site.function, site.call.start)
     return bool(families & P.READERS)
+
+
+def _kept(state: frozenset, site: A.Site, analysis: A.Analysis) -> bool:
+    """rcu_access_pointer()'s value may be dereferenced here: inside a read-side section, or on
+    the update side (RTNL or a mutex held: the writer, who frees the object, is excluded)."""
+    return _reader(state, site) or \
+        A.update_side_held(state, site.function, site.call.start, analysis.mutexes)
 
 
 def _message(site: A.Site, worst: str) -> str:
