@@ -408,7 +408,7 @@ def _entry_states(precondition: frozenset, contributions: list[frozenset]) -> tu
     states = {precondition | frozenset(f for f in c if f[0] != "lock") | locks_held for c in known}
     partial = {precondition | c for c in partly}
     # too many ways: the known ones met into one state, and the partly known into another
-    if len(states) > MAX_WAYS - (1 if partial else 0):
+    if len(states) > MAX_WAYS:
         states = {precondition | _meet(known)}
     if len(states) + len(partial) > MAX_WAYS:
         partial = {precondition | _meet(partly)}
