@@ -417,10 +417,13 @@ def _entry_states(precondition: frozenset, contributions: list[frozenset]) -> tu
                 lock_origin[f[:-1]] = "entry" if f[-1] == "entry" else "context"
     locks_held = frozenset(key + (origin,) for key, origin in lock_origin.items())
     states = {precondition | frozenset(f for f in c if f[0] != "lock") | locks_held for c in known}
-    states |= {precondition | c for c in partly}
+    partial = {precondition | c for c in partly}
+    # too many ways: the known ones met into one state, and the partly known into another
     if len(states) > MAX_WAYS:
-        return (precondition | _meet(contributions),)
-    return tuple(sorted(states, key=lambda s: sorted(map(repr, s))))
+        states = {precondition | _meet(known)}
+    if len(states) + len(partial) > MAX_WAYS:
+        partial = {precondition | _meet(partly)}
+    return tuple(sorted(states | partial, key=lambda s: sorted(map(repr, s))))
 
 
 def context_facts(context: kfacts.Context) -> frozenset:

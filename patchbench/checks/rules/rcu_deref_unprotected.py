@@ -58,6 +58,13 @@ def check(model: FileModel) -> Iterable[Finding]:
         worst = max(verdicts.values(), key=_RANK.get)
         if worst == "ok":
             continue
+        # the ways of known entry decide the verdict when one of them lacks something; those of
+        # unknown entry (callers elsewhere) only speak when every known way is protected
+        sure = [v for s, v in verdicts.items()
+                if not (A.UNKNOWN in s and (site.need.reason or site.function.holds(A.UNKNOWN, call.start)))]
+        if sure and max(sure, key=_RANK.get) != "ok":
+            worst = max(sure, key=_RANK.get)
+            verdicts = {s: v for s, v in verdicts.items() if v == worst or A.UNKNOWN not in s}
         # A function's own first section says its callers hold none (FunctionInfo.holds): a guess
         # enough for its own reads, not for a callee's need read from afar (site.need.reason).
         uncertain = all(A.UNKNOWN in s and (site.need.reason or site.function.holds(A.UNKNOWN, call.start))
