@@ -50,6 +50,7 @@ EXPECTED = {
         (DEREF, "error", "upd_access_local", "/* via local */"),
         (DEREF, "warning", "upd_rtnl_plain", "/* plain under rtnl */"),
     ],
+    "ways.c": [],
 }
 
 
@@ -119,6 +120,19 @@ UNPROTECTED = [
     # the assert is redundant: the only caller holds the mutex
     ("protected.c", "\tlockdep_assert_held(&t->mutex);\n", "", "upd_peek_locked", None),
     ("protected.c", "\tupd_lock(t);\n\told =", "\told =", "upd_replace_wrapped", DEREF),
+    # each way in has one protection rcu_dereference_rtnl() accepts; take one away
+    ("ways.c", "\trcu_read_lock();\n\tway_last = way_get(t)->v;\n\trcu_read_unlock();",
+     "\tway_last = way_get(t)->v;", "way_get", DEREF),
+    # a stated precondition, where the comment negated it
+    ("ways.c", "May not be called with RCU read lock", "Must be called with RCU read lock",
+     "way_calls_sleepy", DEREF),
+    # no longer registered as a UDP encap handler: the entry is unknown
+    ("ways.c", "cfg->encap_rcv = way_encap_rcv;", "cfg->priv = way_encap_rcv;", "way_encap_rcv", DEREF),
+    # the function's own section, ended before the use
+    ("ways.c", "\tstruct way_obj *o = rcu_dereference_bh(tp->root);\n\n\tspin_lock(&way_fastmap_lock);\n"
+     "\tspin_unlock(&way_fastmap_lock);",
+     "\tstruct way_obj *o;\n\n\trcu_read_lock_bh();\n\to = rcu_dereference_bh(tp->root);\n"
+     "\trcu_read_unlock_bh();", "way_classify", ESCAPE),
     ("contexts.c", "\ttimer_setup(&priv->timer, ctx_timer_fn, 0);\n",
      "\tINIT_WORK(&priv->work, ctx_timer_fn);\n", "ctx_timer_fn", DEREF),
 ]

@@ -43,7 +43,7 @@ SUFFIXES = (".c", ".h")
 SKIPPED_DIRS = ("tools/", "Documentation/", "scripts/", "samples/", "usr/", "LICENSES/")
 DEPTH = 2    # callers of callers consulted for a caller's own entry
 # Bump when scan() changes what it records: every stored scan and index is then rebuilt.
-SCAN_VERSION = 7
+SCAN_VERSION = 8
 FANOUT = 32  # files consulted for a caller's own entry (the first, by path): a meet needs few
 NEED_DEPTH = 1   # calls between a function and the RCU read that makes it need a section on entry
 
@@ -351,14 +351,13 @@ def _early_exit(body: bytes, at: int) -> bool:
 
 def _registered(word: bytes, body: bytes) -> list[list]:
     """The functions a registration call in body hands to the kernel: [[name, kind, ""], ...]."""
-    index, kind = kfacts.registration_calls()[word.decode()]
     found = []
     for call in re.finditer(rb"\b" + word + rb"\s*\(", body):
-        args = _arguments(body, call.end())
-        if index < len(args):
-            name = args[index].lstrip(b"&").strip()
-            if re.fullmatch(rb"[A-Za-z_]\w*", name):
-                found.append([name.decode("latin-1"), kind, ""])
+        args = [arg.decode("latin-1") for arg in _arguments(body, call.end())]
+        for argument, kind in kfacts.registered_by(word.decode(), args):
+            name = argument.lstrip("&").strip()
+            if re.fullmatch(r"[A-Za-z_]\w*", name):
+                found.append([name, kind, ""])
     return found
 
 
@@ -448,6 +447,12 @@ class CallIndex:
         found = self._wrappers.get(name)
         return json.loads(found) if found else None
 
+    def c_wrapper_of(self, name: str) -> list | None:
+        """[params, effect] of the global function `name` of a .c file that leaves locks taken
+        or released in its caller (ovs_lock()), None for others (or when definitions differ)."""
+        found = self._query("SELECT effect FROM c_wrappers WHERE name = ?", name)
+        return json.loads(found[0][0]) if found else None
+
     @cached_property
     def queue_wrappers(self) -> dict[str, list]:
         """Header function -> [params, [[tx queue spelling, queue argument text], ...]]."""
@@ -490,6 +495,24 @@ class CallIndex:
         _, primitive, origin, line, via = needing[0]
         path = self._query("SELECT path FROM files WHERE number = ?", origin)
         return primitive, path[0][0] if path else "", line, via
+
+    def opens_section(self, name: str) -> bool:
+        """Every global definition of `name` opens an explicit read-side section of its own: a
+        call in its body, or in that of a static function of its file it calls with nothing held,
+        is made with an rcu_read_lock*() or srcu_read_lock() section held (sunrpc_cache_lookup_rcu()
+        -> sunrpc_cache_find_rcu(), which takes rcu_read_lock())."""
+        definitions = [number for number, is_global, _ in self.defs(name) if is_global]
+        if not definitions:
+            return False
+        for number in definitions:
+            calls = self.scan_of(number)["calls"]
+            own = calls.get(name, [])
+            if any(bits & _SECTION_BITS for _, bits in own):
+                continue
+            if not any(any(bits & _SECTION_BITS for _, bits in calls.get(callee, []))
+                       for callee, held in own if held == 0 and self.is_local(callee, number)):
+                return False
+        return True
 
     def number(self, path: str) -> int:
         found = self._query("SELECT number FROM files WHERE path = ?", path)
@@ -544,6 +567,9 @@ class CallIndex:
         result = (held | _families(stated), "yes" if stated else known)
         self._entries[key] = result
         return result
+
+
+_SECTION_BITS = _BIT["rcu"] | _BIT["rcu_bh"] | _BIT["rcu_sched"] | _BIT["srcu"]
 
 
 def _families(bits: int) -> frozenset:
@@ -616,10 +642,26 @@ def registrations(name: str) -> list[tuple[str, str]]:
     return [(kind, struct) for _, kind, struct in _ACTIVE[-1][0].regs(name)]
 
 
+def c_wrapper(name: str) -> tuple[list[str], list[list[str]]] | None:
+    """(parameter names, [[lock spelling, argument text], ...]) of a global function of a .c file
+    that leaves those locks taken (or released) in its caller (ovs_lock() takes ovs_mutex), or
+    None. Kept apart from wrapper() (headers), which the lock rules use."""
+    if not _ACTIVE:
+        return None
+    found = _ACTIVE[-1][0].c_wrapper_of(name)
+    return (found[0], found[1]) if found else None
+
+
 def need(name: str) -> tuple[str, str, int, str] | None:
     """What the index in use knows `name` (defined in another file or a header) to need on entry:
     see CallIndex.need_of; None without an index."""
     return _ACTIVE[-1][0].need_of(name) if _ACTIVE else None
+
+
+def opens_section(name: str) -> bool:
+    """Whether `name`, defined in another file, opens a read-side section of its own (see
+    CallIndex.opens_section); False without an index."""
+    return bool(_ACTIVE) and _ACTIVE[-1][0].opens_section(name)
 
 
 def calls_a_need(source: bytes) -> bool:
@@ -772,6 +814,7 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
         CREATE TABLE needs (name TEXT, file INTEGER, primitive TEXT, origin INTEGER, line INTEGER,
                             via TEXT);
         CREATE TABLE queue_wrappers (name TEXT PRIMARY KEY, effect TEXT);
+        CREATE TABLE c_wrappers (name TEXT PRIMARY KEY, effect TEXT);
     """)
     database.executemany("INSERT INTO needs VALUES (?, ?, ?, ?, ?, ?)",
                          _needs(blobs, summaries, directory))
@@ -779,6 +822,9 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
                          ((number, path, blob) for number, (path, blob) in enumerate(blobs)))
     defined: set[str] = set()
     wrappers: dict[str, str] = {}
+    # global lock wrappers of .c files (ovs_lock() around mutex_lock(&ovs_mutex)): name -> effect,
+    # None when two global definitions differ
+    c_wrappers: dict[str, str | None] = {}
     queue_wrappers: dict[str, str] = {}
     for number, ((path, _), found) in enumerate(zip(blobs, summaries)):
         header = path.endswith(".h")
@@ -790,6 +836,9 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
             rows.append((name, number, int(is_global or header), stated))
             if header and wrapper:
                 wrappers.setdefault(name, json.dumps(wrapper[0]))
+            elif is_global and not header:
+                effect = json.dumps(wrapper[0]) if wrapper else None
+                c_wrappers[name] = effect if c_wrappers.get(name, effect) == effect else None
         defined.update(name for name, *_ in rows)
         database.executemany("INSERT INTO defs VALUES (?, ?, ?, ?)", rows)
         database.executemany("INSERT INTO regs VALUES (?, ?, ?, ?)",
@@ -800,6 +849,8 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
                              ((name, number) for name in found["called"] if name in defined))
     database.executemany("INSERT INTO wrappers VALUES (?, ?)", sorted(wrappers.items()))
     database.executemany("INSERT INTO queue_wrappers VALUES (?, ?)", sorted(queue_wrappers.items()))
+    database.executemany("INSERT INTO c_wrappers VALUES (?, ?)",
+                         sorted((name, effect) for name, effect in c_wrappers.items() if effect))
     database.executescript("""
         CREATE INDEX defs_name ON defs (name);
         CREATE INDEX callers_name ON callers (name);

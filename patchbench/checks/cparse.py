@@ -292,6 +292,7 @@ def parse(source: bytes) -> tree_sitter.Tree:
     flattened = bytearray(prepared)
     for node in broken:
         _first_branches(flattened, node.start_byte, node.end_byte)
+    _inner_defines(flattened)
     if flattened == prepared:
         return tree
     retried = parser.parse(bytes(flattened))
@@ -301,6 +302,22 @@ def parse(source: bytes) -> tree_sitter.Tree:
 
 
 _DIRECTIVE = re.compile(rb"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b[^\n]*(?:\\\n[^\n]*)*", re.M)
+
+
+# (a line ending in a backslash continues the directive)
+_DEFINE = re.compile(rb"^[ \t]*#[ \t]*(define|undef)\b[^\n]*(?:(?<=\\)\n[^\n]*)*", re.M)
+
+
+def _inner_defines(out: bytearray) -> None:
+    """`#define` / `#undef` lines inside braces (net/rds/tcp.c names the entries of an initialiser
+    with `#define RDS_TCP_SNDBUF 0` between them) become blanks: tree-sitter takes a directive
+    only between declarations, and one inside an initialiser breaks the rest of the file."""
+    depth, at = 0, 0
+    for match in _DEFINE.finditer(bytes(out)):
+        depth += out[at:match.start()].count(b"{") - out[at:match.start()].count(b"}")
+        at = match.start()
+        if depth > 0:
+            _blank(out, match.start(), match.end())
 
 
 def _first_branches(out: bytearray, start: int, end: int) -> None:

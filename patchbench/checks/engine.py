@@ -113,8 +113,10 @@ def _check(model: FileModel, chosen: list[ModuleType]) -> list[Finding]:
     return sorted(kept.values(), key=lambda f: (f.line, f.rule, f.message))
 
 
-def check_source(path: str, source: bytes, rule_ids: set[str] | None = None) -> list[Finding]:
-    """All findings of the rules (or of rule_ids) on one C file's text."""
+def check_source(path: str, source: bytes, rule_ids: set[str] | None = None,
+                 previous: bytes | None = None) -> list[Finding]:
+    """All findings of the rules (or of rule_ids) on one C file's text; `previous`: its text in
+    the patch's parent, when a patch is checked (FileModel.previous)."""
     chosen = applicable(source, rule_ids)
     if not chosen:
         return []   # no rule can report here: skip parsing
@@ -122,6 +124,7 @@ def check_source(path: str, source: bytes, rule_ids: set[str] | None = None) -> 
         model = FileModel.build(path, source)
     except Exception as exc:
         raise CheckFailed(f"parsing {path} failed: {type(exc).__name__}: {exc}") from exc
+    model.previous = previous
     return _check(model, chosen)
 
 

@@ -40,12 +40,15 @@ def cache_dir() -> Path:
     return Path(root) / "facts" / checker_fingerprint()
 
 
-def findings_for(path: str, source: bytes, use_cache: bool = True) -> list[Finding]:
-    """All rules' findings on `source` (the text of `path`), from the cache when it has them."""
+def findings_for(path: str, source: bytes, use_cache: bool = True,
+                 previous: bytes | None = None) -> list[Finding]:
+    """All rules' findings on `source` (the text of `path`), from the cache when it has them;
+    `previous`: the text in the patch's parent, when a patch is checked (part of the key)."""
     if not use_cache:
-        return engine.check_source(path, source)
+        return engine.check_source(path, source, previous=previous)
     # the RCU analysis reads callers elsewhere in the tree: the index in use is part of the key
-    key = hashlib.sha1(f"{blob_id(source)}\0{path}\0{callindex.current_digest()}".encode()).hexdigest()
+    before = "" if previous is None else f"\0{blob_id(previous)}"
+    key = hashlib.sha1(f"{blob_id(source)}\0{path}\0{callindex.current_digest()}{before}".encode()).hexdigest()
     entry = cache_dir() / key[:2] / f"{key}.json"
     try:
         rows = json.loads(entry.read_text())
@@ -53,7 +56,7 @@ def findings_for(path: str, source: bytes, use_cache: bool = True) -> list[Findi
                 for r, s, l, f, m in rows]
     except (OSError, ValueError):
         pass
-    found = engine.check_source(path, source)
+    found = engine.check_source(path, source, previous=previous)
     rows = [[f.rule, f.severity, f.line, f.function, f.message] for f in found]
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
@@ -76,10 +79,11 @@ def parallel(work: Callable[[Task], list[Finding]], tasks: Iterable[Task], jobs:
     return workers.run_all(work, tasks, jobs)
 
 
-def _findings_of(item: tuple[str, bytes]) -> list[Finding]:
-    return findings_for(*item)
+def _findings_of(item: tuple) -> list[Finding]:
+    path, source, *previous = item
+    return findings_for(path, source, previous=previous[0] if previous else None)
 
 
-def findings_of_many(items: list[tuple[str, bytes]], jobs: int) -> list[list[Finding]]:
-    """findings_for(path, source) of each item, on up to `jobs` processes."""
+def findings_of_many(items: list[tuple], jobs: int) -> list[list[Finding]]:
+    """findings_for(path, source[, previous]) of each item, on up to `jobs` processes."""
     return parallel(_findings_of, items, jobs)

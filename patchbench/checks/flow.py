@@ -146,6 +146,12 @@ def walk(function: Function, transfer: Transfer, entry: State = frozenset()) -> 
     return _Walker(function, transfer).run(entry)
 
 
+def walk_states(function: Function, transfer: Transfer, entries: Iterable[State]) -> FlowResult:
+    """Walk the function's body from several entry states at once (one per way into it): the
+    states reaching each call are those of every entry's paths."""
+    return _Walker(function, transfer).run(entry=None, entries=set(entries))
+
+
 class _Walker:
     def __init__(self, function: Function, transfer: Transfer):
         self.function = function
@@ -162,14 +168,16 @@ class _Walker:
         self.scoped = type(transfer).leave_block is not Transfer.leave_block
         self._label_nodes: dict[str, tree_sitter.Node] | None = None
 
-    def run(self, entry: State) -> FlowResult:
-        if isinstance(entry, frozenset):   # a caller's tags may come in with the entry
-            self.tag_texts.update(f[1] for f in entry if isinstance(f, tuple) and f[0] == "branch")
+    def run(self, entry: State, entries: set | None = None) -> FlowResult:
+        starts = {entry} if entries is None else entries
+        for start in starts:
+            if isinstance(start, frozenset):   # a caller's tags may come in with the entry
+                self.tag_texts.update(f[1] for f in start if isinstance(f, tuple) and f[0] == "branch")
         for _ in range(GOTO_ROUNDS):
             self.passed: dict[str, set] = {}   # label -> the states it was walked with
             self.backward = False              # a goto reached a passed label with new states
             self.result = FlowResult(self.function)
-            end = self.statement(self.function.body, {entry})
+            end = self.statement(self.function.body, set(starts))
             closing = self.function.body.children[-1] if self.function.body.children else self.function.body
             self.result.returns.extend((closing, state) for state in end)
             if not self.backward:

@@ -111,6 +111,11 @@ class Need:
     update_side: bool = False  # RTNL or a sleeping lock known held is accepted instead
     reason: str = ""           # why a call needs it, when not evident (a callee's read elsewhere)
 
+    @property
+    def update_only(self) -> bool:
+        """An update-side primitive (_protected, rtnl_dereference): no reader satisfies it."""
+        return not self.tracked and not (self.strict & readers()) and not self.weak
+
 
 def readers() -> frozenset[str]:
     return names("rcu", "readers")
@@ -173,6 +178,28 @@ def registration_calls() -> dict[str, tuple[int, str]]:
     return {name: (entry[0], entry[1]) for name, entry in table()["registration"]["calls"].items()}
 
 
+def registered_by(name: str, args: list[str]) -> list[tuple[str, str]]:
+    """(argument text, registration kind) of each function the registration call `name(args)`
+    hands to the kernel: its [registration.calls] argument, the further ones of
+    [registration.more_calls], and a kind changed by a flag in another argument
+    ([registration.flagged]: rtnl_register()'s doit with RTNL_FLAG_DOIT_UNLOCKED runs without
+    RTNL)."""
+    base = registration_calls().get(name)
+    if base is None:
+        return []
+    registration = table()["registration"]
+    found = []
+    flagged = registration.get("flagged", {}).get(name)
+    for index, kind in [base] + [tuple(more) for more in registration.get("more_calls", {}).get(name, ())]:
+        if index >= len(args):
+            continue
+        if flagged and kind == flagged[2] and flagged[0] < len(args) and \
+                re.search(r"\b" + re.escape(flagged[1]) + r"\b", args[flagged[0]]):
+            kind = flagged[3]
+        found.append((args[index], kind))
+    return found
+
+
 def registration_fields() -> dict[str, str]:
     return table()["registration"]["fields"]
 
@@ -181,7 +208,7 @@ def registration_fields() -> dict[str, str]:
 def context(kind: str) -> Context | None:
     """The context a registration kind runs in; None when the table does not know it."""
     entry = table()["context"].get(kind)
-    if entry is None or kind in ("fields", "structs", "follows"):
+    if entry is None or kind in ("fields", "structs", "follows", "selected"):
         return None
     return Context(kind, frozenset(entry.get("readers", ())), frozenset(entry.get("locks", ())),
                    entry.get("process", False))
@@ -200,6 +227,13 @@ def context_of(kind: str, struct: str = "") -> Context | None:
         return named
     field = contexts["fields"].get(kind)
     return context(field) if field else None
+
+
+def selected(kind: str, struct: str) -> tuple[str, dict[str, str]] | None:
+    """(field, {value: context kind}) when another field of the same initialiser selects the
+    context of `struct.kind` (nfnetlink's `.type = NFNL_CB_RCU` for its `.call`), else None."""
+    entry = table()["context"].get("selected", {}).get(f"{struct}.{kind}")
+    return (entry[0], entry[1]) if entry else None
 
 
 def follows(kind: str, struct: str) -> str | None:

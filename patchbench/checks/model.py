@@ -151,6 +151,9 @@ class FileModel:
     # the fields of each ops initialiser (by its start byte), and which one registers (function, field)
     ops_groups: dict[int, dict[str, str]] = field(default_factory=dict)
     ops_group_of: dict[tuple[str, str], int] = field(default_factory=dict)
+    # `check` only: the file's text in the patch's parent (None in lint, or for a new file), so
+    # that a rule can tell what the patch changed (a read-side section the patch removed)
+    previous: bytes | None = None
 
     def sibling(self, name: str, kind: str, other: str) -> str | None:
         """The function registered as field `other` in the initialiser registering `name` as `kind`."""
@@ -209,9 +212,9 @@ class FileModel:
                     name = scoped.decode() + "guard"
         call = CallSite(name, (self.source, found["args"][0]), call_node, call_node.start_point[0] + 1,
                         owner.name if owner else "")
-        registered = REGISTRATION_CALLS.get(call.name)
-        if registered and len(call.args) > registered[0]:
-            self._register(call.args[registered[0]].lstrip("&"), registered[1])
+        if call.name in REGISTRATION_CALLS:
+            for argument, kind in kfacts.registered_by(call.name, call.args):
+                self._register(argument.lstrip("&"), kind)
         if owner is not None:
             owner.calls.append(call)
             if call.name in self.functions:

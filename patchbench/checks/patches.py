@@ -45,11 +45,17 @@ def new_findings(before: list[Finding], after: list[Finding]) -> list[Finding]:
     return [f for f in after if f.identity() not in known]
 
 
-def _analyse(blobs: BlobReader, versions: list[tuple[str, str]], jobs: int) -> dict[tuple[str, str], list[Finding]]:
-    """Findings of each (rev, path) version; an absent file has none."""
+def _analyse(blobs: BlobReader, versions: list[tuple[str, str]], jobs: int,
+             parents: dict[tuple[str, str], str] | None = None) -> dict[tuple[str, str], list[Finding]]:
+    """Findings of each (rev, path) version; an absent file has none. `parents`: (rev, path) ->
+    the parent rev whose text of path the rules are shown beside (FileModel.previous)."""
     sources = {version: blobs.read(f"{version[0]}:{version[1]}") for version in dict.fromkeys(versions)}
     present = [version for version, source in sources.items() if source is not None]
-    results = facts.findings_of_many([(path, sources[(rev, path)]) for rev, path in present], jobs)
+    parents = parents or {}
+    previous = {version: blobs.read(f"{parents[version]}:{version[1]}") for version in present
+                if version in parents}
+    results = facts.findings_of_many([(path, sources[(rev, path)], previous.get((rev, path)))
+                                      for rev, path in present], jobs)
     found = {version: [] for version in sources}
     found.update(zip(present, results))
     return found
@@ -64,7 +70,8 @@ def check_applied(result: ApplyResult, jobs: int = os.cpu_count() or 1) -> Serie
     git_dir = open_repository(result.repo)
     index = callindex.from_git(git_dir, result.base, jobs) if any(files for _, files in touched) else None
     with Git(git_dir).blobs() as blobs, callindex.active(index, series=True):
-        after = _analyse(blobs, [(patch.commit, path) for patch, files in touched for path in files], jobs)
+        after = _analyse(blobs, [(patch.commit, path) for patch, files in touched for path in files], jobs,
+                         {(patch.commit, path): patch.parent for patch, files in touched for path in files})
         before = _analyse(blobs, [(patch.parent, path) for patch, files in touched for path in files
                                   if after[(patch.commit, path)]], jobs)
     checked = []

@@ -37,8 +37,9 @@ from patchbench.checks import callindex, engine, flow, kfacts, locks
 from patchbench.checks.model import CallSite, FileModel, Function, squeeze
 from patchbench.checks.rules import rcu_functions as F
 from patchbench.checks.rules import rcu_primitives as P
+from patchbench.checks.rules import rcu_removed
 
-ROUNDS = 4
+ROUNDS = 8
 MAX_LEVEL = 4
 USE = F.USE      # the rules tell use sites from primitive calls by this name
 MENTIONS = (b"rcu", b"rtnl_dereference")
@@ -60,6 +61,11 @@ class Analysis:
     known_locks: frozenset
     mutexes: frozenset
     sites: list[Site] = field(default_factory=list)
+    # the walks (function name -> flow result), the callees needing a section (need_of's
+    # helpers) and the in-file section wrappers: what rcu_removed judges a removed section by
+    results: dict = field(default_factory=dict)
+    helpers: dict = field(default_factory=dict)
+    section_effects: dict = field(default_factory=dict)
 
 
 # -- facts -------------------------------------------------------------------------------------
@@ -114,6 +120,14 @@ class RcuTransfer(flow.Transfer):
         self.section_effects = {name: effect for name, info in infos.items()
                                 if (effect := F.section_effect(info.function))}
         self.lock_effects = {name: info.taken_locks for name, info in infos.items() if info.taken_locks}
+        self._wrapped: dict[tuple[str, int], list] = {}
+
+    def c_wrapped(self, info: F.FunctionInfo, call: CallSite) -> list:
+        """What a lock wrapper of another .c file called here does (F.c_wrapper_ops), memoised."""
+        key = (call.name, call.start)
+        if key not in self._wrapped:
+            self._wrapped[key] = F.c_wrapper_ops(self.model, info.function, call)
+        return self._wrapped[key]
 
     def call(self, state: frozenset, call: CallSite) -> frozenset:
         if call.name == F.USE:
@@ -142,6 +156,14 @@ class RcuTransfer(flow.Transfer):
             return state
         if call.name in self.lock_effects and call.name != call.function:
             return state | {("lock", key, "own") for key in self.lock_effects[call.name]}
+        wrapped = self.c_wrapped(info, call)
+        if wrapped:
+            for op, key in wrapped:
+                if op.action in ("acquire", "try_fail"):
+                    state = self.lock(state, op, key)
+                elif op.action == "release":
+                    state = self.released(self.unlock(state, op, key))
+            return state
         if P.REFERENCE.search(call.name):
             return self.referenced(state, call)
         return state
@@ -241,7 +263,10 @@ class RcuTransfer(flow.Transfer):
         # A caller's section (or an unknown one) makes the function's own a nested one; the
         # registration context's implicit reader does not: the driver declared its section.
         from_outside = any(f[3] == "entry" and f[1] != "srcu" for f in readers)
-        if not {f[1] for f in readers} & P.READ_SECTIONS or from_outside or \
+        # Only a section the function opened itself ends in it: a value read under the calling
+        # context's reader (classify under rcu_read_lock_bh()) or a spinlock stays what it was.
+        own = {f[1] for f in readers if f[3] == "own"}
+        if not own & P.READ_SECTIONS or from_outside or \
                 target in info.referenced or \
                 update_side_held(state, info, value.start_byte, self.mutexes):
             return state
@@ -276,6 +301,11 @@ class RcuTransfer(flow.Transfer):
                 need = P.DEREFERENCES.get(callee)
                 if need is not None:
                     return ("rcu", callee, node) if need.tracked else None
+                if P.RCU_HELPER.search(callee) and not P.NOT_HELPER.match(callee) and \
+                        node is value and F.WORD.fullmatch(callee):
+                    # a *_rcu lookup (dev_get_by_index_rcu()) returns an object the section
+                    # keeps alive: valid until it ends, unless a reference is taken inside
+                    return ("rcu", callee, node)
                 if callee in P.CONTAINER and \
                         node.child_by_field_name("arguments").named_child_count:
                     node = node.child_by_field_name("arguments").named_children[0]
@@ -361,6 +391,41 @@ def _meet(contributions: list[frozenset]) -> frozenset:
                      + ([UNKNOWN] if unknown else []))
 
 
+MAX_WAYS = 4   # distinct entry states walked per function; more are met into one
+
+
+def _entry_states(precondition: frozenset, contributions: list[frozenset]) -> tuple[frozenset, ...]:
+    """The entry states of a function, one per distinct way in (its callers' held sets, its
+    registration contexts), each with what the function states itself: a need is judged in every
+    one, so it is reported when some real way in lacks the protection and never when each way
+    provides one of the protections it accepts (rtnl_get_link() reached under rcu_read_lock() from
+    one call and under RTNL from another). Which ways count is _meet's choice (ways of known state
+    decide; callers of unknown entry only when there is none); a named lock some way holds is held
+    in each (as in _meet). More than MAX_WAYS distinct ways: their meet, one state."""
+    known = [c for c in contributions if UNKNOWN not in c and c != UNKNOWN_WAY] or \
+        [c for c in contributions if c != UNKNOWN_WAY]
+    if not known:
+        return (precondition | _meet(contributions),)
+    # callers whose own entry is unknown (callers in other files, read by the index) are real
+    # ways in too: what they hold at the call is known. Their states carry UNKNOWN, so a need
+    # only they miss is left to `check` (a warning) and never reported by a lint of the tree.
+    partly = [c for c in contributions if UNKNOWN in c and c not in known]
+    lock_origin: dict[tuple, str] = {}
+    for c in known:
+        for f in c:
+            if f[0] == "lock" and lock_origin.get(f[:-1]) != "entry":
+                lock_origin[f[:-1]] = "entry" if f[-1] == "entry" else "context"
+    locks_held = frozenset(key + (origin,) for key, origin in lock_origin.items())
+    states = {precondition | frozenset(f for f in c if f[0] != "lock") | locks_held for c in known}
+    partial = {precondition | c for c in partly}
+    # too many ways: the known ones met into one state, and the partly known into another
+    if len(states) > MAX_WAYS:
+        states = {precondition | _meet(known)}
+    if len(states) + len(partial) > MAX_WAYS:
+        partial = {precondition | _meet(partly)}
+    return tuple(sorted(states | partial, key=lambda s: sorted(map(repr, s))))
+
+
 def context_facts(context: kfacts.Context) -> frozenset:
     """Entry facts of a registration context: its readers, RTNL, and the locks it names."""
     facts = set(F.entry_facts(context.readers, "context"))
@@ -390,6 +455,10 @@ def _ways_in(model: FileModel, function: Function) -> list[frozenset]:
     for kind in sorted(kinds):
         struct = model.ops_structs.get((function.name, kind), "")
         context = kfacts.context_of(kind, struct)
+        chooser = kfacts.selected(kind, struct)
+        if chooser is not None:   # another field of the initialiser says which context
+            choice = chooser[1].get(model.sibling(function.name, kind, chooser[0]) or "")
+            context = kfacts.context(choice) if choice else None
         first = kfacts.follows(kind, struct)
         opener = model.functions.get(model.sibling(function.name, kind, first) or "") if first else None
         if context is not None:
@@ -419,6 +488,34 @@ def analyse(model: FileModel) -> Analysis:
     return analysis
 
 
+def _asserted_spinning(model: FileModel, infos: dict[str, F.FunctionInfo]) -> None:
+    """A function that asserts a lock held (lockdep_assert_held(&rdev->bss_lock)) which the file
+    only ever takes with a spinning spelling runs with preemption off (a "spin" reader: enough for
+    rcu_read_lock_any_held(), the list walks and rcu_dereference_sched(); not for
+    rcu_read_lock_held(), which plain rcu_dereference() checks), and with BH or IRQs off too when
+    every such spelling implies it (spin_lock_bh())."""
+    spellings: dict[str, list] = {}
+    for info in infos.values():
+        for call in info.function.calls:
+            lock = F.lock_op(model, info.function, call)
+            if lock is not None and lock[0].action in ("acquire", "try", "try_fail"):
+                spellings.setdefault(lock[1], []).append(lock[0])
+    for info in infos.values():
+        asserted = [f[1] for f in info.precondition if f[0] == "lock" and f[2] == "entry"]
+        added = set()
+        for key in sorted(asserted):
+            ops = spellings.get(key)
+            if not ops or not all(op.atomic for op in ops):
+                continue
+            added.add(("r", "spin", 1, "entry"))
+            implied = {op.implies for op in ops}
+            if len(implied) == 1 and "" not in implied:
+                added.add(("r", implied.pop(), 1, "entry"))
+        if added:
+            info.precondition = info.precondition | frozenset(
+                f for f in added if not any(g[:2] == f[:2] for g in info.precondition))
+
+
 def _analyse(model: FileModel) -> Analysis:
     if not engine.mentions(model.source, MENTIONS) and not callindex.calls_a_need(model.source):
         # most files: nothing to judge, skip the walks
@@ -429,16 +526,20 @@ def _analyse(model: FileModel) -> Analysis:
     infos = {name: F.function_info(model, f, helpers, lines) for name, f in functions.items()}
     # In-file helpers whose stated precondition callers must meet.
     helpers.update({name: P.HELPER_NEED for name, info in infos.items() if info.requires_reader})
-    for info in infos.values():
-        info.relevant = info.relevant or any(c.name in helpers for c in info.function.calls)
+    removed = rcu_removed.removed_sections(model)   # check: functions the patch took a section from
+    for name, info in infos.items():
+        info.relevant = info.relevant or name in removed or any(c.name in helpers for c in info.function.calls)
     known_locks = frozenset(key for info in infos.values() for key in info.owned_locks)
+    _asserted_spinning(model, infos)
     wanted = sorted(model.with_callers(n for n, i in infos.items() if i.relevant))
     mutexes = frozenset(lock[1] for info in infos.values() for call in info.function.calls
-                        if (lock := F.lock_op(model, info.function, call)) and lock[0].sleeps)
+                        if (lock := F.lock_op(model, info.function, call)) and lock[0].sleeps) | \
+        frozenset(key for info in infos.values() for call in info.function.calls
+                  for op, key in F.c_wrapper_ops(model, info.function, call) if op.sleeps)
     transfer = RcuTransfer(model, infos, mutexes)
     static_ways = {name: _ways_in(model, functions[name]) for name in wanted}
     # first walks from the ways in that do not depend on them; in-file callers join after
-    entries = {name: infos[name].precondition | _meet(static_ways[name]) for name in wanted}
+    entries = {name: _entry_states(infos[name].precondition, static_ways[name]) for name in wanted}
     results: dict[str, flow.FlowResult] = {}
     walked: dict[str, tuple] = {}     # name -> (entry, referenced) its current result was walked from
     for _ in range(ROUNDS):
@@ -446,7 +547,7 @@ def _analyse(model: FileModel) -> Analysis:
         for name in wanted:
             key = (entries[name], frozenset(infos[name].referenced))
             if walked.get(name) != key:   # a walk depends only on its entry and referenced locals
-                results[name] = flow.walk(infos[name].function, transfer, entries[name])
+                results[name] = flow.walk_states(infos[name].function, transfer, entries[name])
                 walked[name] = key
         new_entries = {}
         for name in wanted:
@@ -456,11 +557,16 @@ def _analyse(model: FileModel) -> Analysis:
                     caller = infos[call.function]
                     contributions.extend(_inherited(state, caller, call.start)
                                          for state in results[call.function].states_at(call))
-            new_entries[name] = infos[name].precondition | _meet(contributions)
+            new_entries[name] = _entry_states(infos[name].precondition, contributions)
         if new_entries == entries and all(referenced[n] == infos[n].referenced for n in wanted):
             break
         entries = new_entries
-    analysis = Analysis(model, infos, known_locks, mutexes)
+    else:   # the rounds ran out: the results are walked from the entries last computed
+        for name in wanted:
+            if walked.get(name) != (entries[name], frozenset(infos[name].referenced)):
+                results[name] = flow.walk_states(infos[name].function, transfer, entries[name])
+    analysis = Analysis(model, infos, known_locks, mutexes, results=results, helpers=helpers,
+                        section_effects=transfer.section_effects)
     for name in wanted:
         info = infos[name]
         if not info.relevant:

@@ -15,6 +15,7 @@ from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel
 from patchbench.checks.rules import rcu_analysis as A
 from patchbench.checks.rules import rcu_primitives as P
+from patchbench.checks.rules import rcu_removed
 
 ID = "rcu-deref-unprotected"
 SEVERITY = "error"
@@ -34,10 +35,11 @@ def check(model: FileModel) -> Iterable[Finding]:
     dereferenced = set()
     if P.ACCESS.encode() in model.source:   # the query only matches its calls: skip the tree walk
         dereferenced = set(cparse.captures(cparse.rule_query(ID), model.tree.root_node).get("call", []))
+    reported = set()
     for site in analysis.sites:
         call, name = site.call, site.function.function.name
         if call.name == A.USE:
-            if call.args[1] == "deref" and any(("a", call.args[0]) in s and not _reader(s, site)
+            if call.args[1] == "deref" and any(("a", call.args[0]) in s and not _kept(s, site, analysis)
                                                for s in site.states):
                 yield engine.finding(module, model, call.node, name,
                                      f"'{call.args[0]}' holds rcu_access_pointer()'s value and is "
@@ -45,7 +47,7 @@ def check(model: FileModel) -> Iterable[Finding]:
             continue
         if call.name == P.ACCESS:
             if call.node in dereferenced and site.states and \
-                    not all(_reader(s, site) for s in site.states):
+                    not all(_kept(s, site, analysis) for s in site.states):
                 yield engine.finding(module, model, call.node, name,
                                      "rcu_access_pointer() result dereferenced outside a read-side "
                                      "section")
@@ -56,21 +58,45 @@ def check(model: FileModel) -> Iterable[Finding]:
         worst = max(verdicts.values(), key=_RANK.get)
         if worst == "ok":
             continue
+        # the ways of known entry decide the verdict when one of them lacks something; those of
+        # unknown entry (callers elsewhere) only speak when every known way is protected
+        sure = [v for s, v in verdicts.items()
+                if not (A.UNKNOWN in s and (site.need.reason or site.function.holds(A.UNKNOWN, call.start)))]
+        if sure and max(sure, key=_RANK.get) != "ok":
+            worst = max(sure, key=_RANK.get)
+            verdicts = {s: v for s, v in verdicts.items() if v == worst or A.UNKNOWN not in s}
         # A function's own first section says its callers hold none (FunctionInfo.holds): a guess
         # enough for its own reads, not for a callee's need read from afar (site.need.reason).
         uncertain = all(A.UNKNOWN in s and (site.need.reason or site.function.holds(A.UNKNOWN, call.start))
                         for s, v in verdicts.items() if v != "ok")
         if uncertain and not callindex.reports_unknown():
             continue   # what the unknown callers hold may be just what is needed (lint of a tree)
+        if uncertain and site.need.update_only:
+            # rcu_dereference_protected(p, lockdep_is_held(&l)), rtnl_dereference(): where no
+            # caller is known, the condition is the function's own statement of what its callers
+            # hold, as a lockdep_assert_held() would be (a callback handed to an iterator that
+            # calls it under the lock: ctnetlink's expect_iter_name())
+            continue
         if worst == "missing" and uncertain:
             worst = "unknown"
+        reported.add(call.start)
         yield engine.finding(module, model, call.node, name, _message(site, worst),
                              "warning" if worst in ("weak", "rtnl", "unknown") else None)
+    # `check`: what a read-side section the patch removed covered, judged as lockdep does
+    for call, name, message, severity in rcu_removed.findings(analysis, reported):
+        yield engine.finding(module, model, call.node, name, message, severity)
 
 
 def _reader(state: frozenset, site: A.Site) -> bool:
     families, _ = A.effective(state, site.function, site.call.start)
     return bool(families & P.READERS)
+
+
+def _kept(state: frozenset, site: A.Site, analysis: A.Analysis) -> bool:
+    """rcu_access_pointer()'s value may be dereferenced here: inside a read-side section, or on
+    the update side (RTNL or a mutex held: the writer, who frees the object, is excluded)."""
+    return _reader(state, site) or \
+        A.update_side_held(state, site.function, site.call.start, analysis.mutexes)
 
 
 def _message(site: A.Site, worst: str) -> str:

@@ -147,10 +147,14 @@ def _stated_precondition(model: FileModel, function: Function,
     facts: set = set()
     above = b"\n".join(lines[max(0, function.start_line - 6):function.start_line - 1]).decode(
         "utf-8", "replace")
-    reader = bool(function.name.endswith("_rcu")
-                  or P.PRECONDITION_COMMENT.search(function.comment or "")
-                  or P.PRECONDITION_COMMENT.search(function.body_comment or "")
-                  or ("/*" in above or "//" in above) and P.PRECONDITION_COMMENT.search(above))
+    # a negated statement ("May not be called with RCU read lock") states the opposite; a name
+    # ending in _rcu says its callers hold a section, unless the table says such names are not
+    # helpers (`instance_destroy_rcu`, `foo_free_rcu`: call_rcu() callbacks)
+    reader = bool(function.name.endswith("_rcu") and not P.NOT_HELPER.match(function.name)
+                  and not opens_section(function)
+                  or _states(P.PRECONDITION_COMMENT, function.comment or "")
+                  or _states(P.PRECONDITION_COMMENT, function.body_comment or "")
+                  or ("/*" in above or "//" in above) and _states(P.PRECONDITION_COMMENT, above))
     for name, argument in function.annotations:
         if argument == "RCU" and name in ("__must_hold", "__releases"):
             reader = True
@@ -204,6 +208,42 @@ def lock_op(model: FileModel, function: Function, call: CallSite) -> tuple[kfact
     return (op, key) if key is not None else None
 
 
+_ROOT = re.compile(r"^(&?\(?)([A-Za-z_]\w*)")
+_PATH = re.compile(r"^&?[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*|\[[^\]]*\])*$")
+
+
+def c_wrapper_ops(model: FileModel, function: Function, call: CallSite) -> list[tuple[kfacts.LockOp, str]]:
+    """(op, key) of each lock a global function of another .c file leaves taken or released in
+    its caller (the call index's c_wrappers: ovs_lock() takes the mutex ovs_mutex, ovs_unlock()
+    drops it). A lock named by a parameter is the call's argument; one named by a file-scope
+    object of the wrapper's file keeps the wrapper's spelling. Readers and RTNL are left out
+    (section wrappers are judged by their own need)."""
+    if call.name in model.functions:
+        return []
+    found = callindex.c_wrapper(call.name)
+    if found is None:
+        return []
+    params, effect = found
+    ops = []
+    for spelling, argument in effect:
+        op = kfacts.lock_op(spelling)
+        if op is None or op.is_reader or op.kind == "rtnl" or op.key == "global":
+            continue
+        match = _ROOT.match(argument)
+        if match is None:
+            continue
+        if match.group(2) in params:
+            index = params.index(match.group(2))
+            if index >= len(call.args) or not _PATH.match(call.args[index]):
+                continue
+            argument = match.group(1).replace("(", "") + call.args[index].lstrip("&") + argument[match.end():]
+        key = locks.lock_key(model, None if match.group(2) not in params else function, call, op,
+                             [argument] * (op.argument + 1))
+        if key is not None:
+            ops.append((op, key))
+    return ops
+
+
 def function_info(model: FileModel, function: Function, helpers: dict[str, P.Need],
                    lines: list[bytes]) -> FunctionInfo:
     owned_locks: set = set()
@@ -240,10 +280,17 @@ def _opens_or_closes(call: CallSite) -> bool:
     return guard is not None and guard[0].kind in P.EXPLICIT_FAMILIES
 
 
+# In `helpers`: a function named *_rcu that opens its own section (the name says it uses RCU
+# inside, not that its caller must hold a section): it needs nothing.
+NO_NEED = P.Need(frozenset(), frozenset(), None, "", False)
+
+
 def need_of(call: CallSite, helpers: dict[str, P.Need]) -> P.Need | None:
     """What the call needs at its site, None when it needs nothing. `helpers`: functions known
     to need a section on entry (stated in this file, or read by the call index elsewhere)."""
     need = P.DEREFERENCES.get(call.name) or helpers.get(call.name)
+    if need is NO_NEED:
+        return None
     if need is not None:
         return need
     if P.RCU_HELPER.search(call.name) and not P.NOT_HELPER.match(call.name) and WORD.fullmatch(call.name):
@@ -264,6 +311,10 @@ def callee_needs(model: FileModel) -> dict[str, P.Need]:
                     - set(model.functions) - set(P.DEREFERENCES) - set(P.SECTIONS)
                     if not P.RCU_HELPER.search(name))   # named as needing one: HELPER_NEED
     here = os.path.dirname(os.path.normpath(model.path))
+    for name in sorted({call.name for function in model.functions.values() for call in function.calls}
+                       - set(model.functions)):
+        if P.RCU_HELPER.search(name) and not P.NOT_HELPER.match(name) and callindex.opens_section(name):
+            found[name] = NO_NEED
     for name in called:
         summary = callindex.need(name)
         if summary is None:
@@ -277,6 +328,17 @@ def callee_needs(model: FileModel) -> dict[str, P.Need]:
                              frozenset(), None, read.section, False, own_data,
                              f" ({through}{primitive}() at {path}:{line})")
     return found
+
+
+def opens_section(function: Function) -> bool:
+    """The function takes an explicit read-side section itself (rcu_read_lock*(), srcu_read_lock(),
+    guard(rcu)) and releases it: a *_rcu name then says it uses RCU inside, not that its callers
+    must hold a section."""
+    opened = [call for call in function.calls if _opens_or_closes(call) or
+              P.SECTIONS.get(call.name, ("", 0))[0] == "srcu"]
+    return any(P.SECTIONS.get(c.name, ("", 1))[1] > 0 for c in opened) and \
+        any(P.SECTIONS.get(c.name, ("", 0))[1] < 0 or locks.guard_call(c) for c in opened) and \
+        section_effect(function) == 0
 
 
 def section_effect(function: Function) -> int:

@@ -29,7 +29,10 @@ def check(model: FileModel) -> Iterable[Finding]:
         if call.name != A.USE:
             continue
         var, how = call.args
-        stale = {f[2] for s in site.states for f in s if f[0] == "t" and f[1] == var and f[4] == "stale"}
+        # states of ways whose entry is unknown (callers read from other files) count only when
+        # no way of known entry reaches the use
+        states = [s for s in site.states if A.UNKNOWN not in s] or site.states
+        stale = {f[2] for s in states for f in s if f[0] == "t" and f[1] == var and f[4] == "stale"}
         if stale:
             yield engine.finding(module, model, call.node, site.function.function.name,
                                  f"'{var}' (from {min(stale)}() inside the read-side section) is "

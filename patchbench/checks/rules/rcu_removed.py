@@ -1,0 +1,320 @@
+"""Read-side sections a patch removed (a module of helpers for rcu-deref-unprotected: no rule ID).
+
+`patchbench check` shows the rules each file beside its text in the patch's parent
+(`FileModel.previous`). A function that had more explicit read-side sections there
+(`rcu_read_lock*()`, `srcu_read_lock()`, `guard(rcu)()`, ...) than it has now lost one: the patch
+took away the protection its author (or a later fix) put around that code. What the removed
+section covered (the parent's lines from its first open to its last close, mapped onto the
+patch's lines by a line diff of the function) is then judged on what the kernel's lockdep checks,
+not on what the lint of existing code tolerates:
+
+- a dereference primitive needs its own flavour (`rcu_dereference()` under `rcu_read_lock()`, not
+  under `local_bh_disable()`); an RCU list walk without a lockdep condition needs a reader of any
+  flavour or a non-preemptible section (CONFIG_PROVE_RCU_LIST's `rcu_read_lock_any_held()`),
+  not RTNL or a mutex;
+- a callee another file defines that reads under its caller's section (the call index's
+  `needs`) needs the flavour its read names; an in-file callee needs what its own body reads
+  without a section of its own (summarised here, callees of callees included);
+- a helper named `*_rcu`, or a call the facts table lists in `[rcu.removal]` (reads that check
+  nothing, such as `dev_net()`, and running a BPF program), needs a reader of any flavour;
+- an entry state that is not established does not stand in for the removed section.
+
+Code that always read so is never judged this way: only a patch that removes the section is.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+
+from patchbench.checks import callindex, kfacts
+from patchbench.checks.model import CallSite, FileModel, Function
+from patchbench.checks.rules import rcu_functions as F
+from patchbench.checks.rules import rcu_primitives as P
+
+# Readers a removed section's code may be judged against: every reader family.
+ANY_READER = P.READERS
+# Calls judged only where a patch removed the section around them (kernel facts table).
+REMOVAL = {name: entry for name, entry in kfacts.table()["rcu"].get("removal", {}).items()}
+# In-file call depth of the summaries.
+DEPTH = 4
+
+
+@dataclass(frozen=True)
+class Removed:
+    families: frozenset     # explicit reader families the patch took away
+    lines: frozenset        # lines of the new text the removed sections covered
+    opener: str             # a removed opening call, for messages ("rcu_read_lock")
+
+
+def _opens(function: Function) -> dict[str, list[CallSite]]:
+    """Explicit read-side opens of the function by family (calls and guards)."""
+    found: dict[str, list[CallSite]] = {}
+    for call in function.calls:
+        section = P.SECTIONS.get(call.name)
+        if section is not None and section[1] > 0 and section[0] in P.READ_SECTIONS:
+            found.setdefault(section[0], []).append(call)
+            continue
+        guard = kfacts.guard_op(call.name)
+        if guard is not None and guard[1].is_reader and guard[1].kind in P.READ_SECTIONS:
+            found.setdefault(guard[1].kind, []).append(call)
+    return found
+
+
+def _span(function: Function, family: str, opens: list[CallSite]) -> range:
+    """Lines from the family's first open to its last close (or the function's end)."""
+    first = min(call.line for call in opens)
+    ends = [call.line for call in function.calls
+            if P.SECTIONS.get(call.name) == (family, -1) and call.line >= first]
+    if any(kfacts.guard_op(call.name) for call in opens) or not ends:
+        ends.append(function.end_line)
+    return range(first, max(ends) + 1)
+
+
+def removed_sections(model: FileModel) -> dict[str, Removed]:
+    """Function name -> what the patch removed, for the functions that lost a section."""
+    if model.previous is None:
+        return {}
+    return model.memo("rcu.removed", lambda: _removed(model))
+
+
+def _removed(model: FileModel) -> dict[str, Removed]:
+    if model.previous == model.source:
+        return {}
+    old_model = FileModel.build(model.path, model.previous)
+    found = {}
+    old_lines = model.previous.split(b"\n")
+    new_lines = model.source.split(b"\n")
+    for name, function in sorted(model.functions.items()):
+        old = old_model.functions.get(name)
+        if old is None:
+            continue
+        before, now = _opens(old), _opens(function)
+        lost = sorted(family for family, calls in before.items() if len(calls) > len(now.get(family, [])))
+        if not lost:
+            continue
+        covered_old = set()
+        for family in lost:
+            covered_old.update(_span(old, family, before[family]))
+        covered = _map(old_lines, old, new_lines, function, covered_old)
+        if covered:
+            opener = before[lost[0]][0].name
+            found[name] = Removed(frozenset(lost), frozenset(covered), opener)
+    return found
+
+
+def _map(old_lines: list[bytes], old: Function, new_lines: list[bytes], new: Function,
+         covered_old: set[int]) -> set[int]:
+    """Lines of `new` whose counterpart in `old` (same text, or a replaced block) was covered."""
+    a = [line.strip() for line in old_lines[old.start_line - 1:old.end_line]]
+    b = [line.strip() for line in new_lines[new.start_line - 1:new.end_line]]
+    covered = set()
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            covered.update(new.start_line + j1 + k for k in range(j2 - j1)
+                           if old.start_line + i1 + k in covered_old)
+        elif tag == "replace" and any(old.start_line + i in covered_old for i in range(i1, i2)):
+            covered.update(new.start_line + j for j in range(j1, j2))
+    return covered
+
+
+# -- what a call needs, judged as lockdep does -------------------------------------------------
+
+@dataclass(frozen=True)
+class Want:
+    """What one call needs: families that satisfy it, whether the update side (a sleeping lock)
+    keeps it alive (then its absence of a reader is a lockdep splat, not a use after free), and
+    how messages say it."""
+    families: frozenset
+    update_side_alive: bool
+    what: str
+
+
+def want_of(call: CallSite, helpers: dict, requires_reader: set[str], removal: bool = True) -> Want | None:
+    """What `call` needs when a removed section covered it (None: nothing), without in-file
+    callee summaries (see Judge); `removal`: the [rcu.removal] calls too (not in a callee's
+    summary: a callee that calls dev_net() outside a section has always done so)."""
+    name = call.name
+    need = P.DEREFERENCES.get(name)
+    if need is not None:
+        if need.condition_arg is None and not need.strict:
+            return None
+        return Want(need.strict, need.update_side or "rtnl" in need.strict, need.section)
+    if name in helpers and helpers[name].reason:      # a read in another file (the call index)
+        summary = callindex.need(name)
+        read = P.DEREFERENCES.get(summary[0]) if summary else None
+        families = read.strict if read is not None else ANY_READER
+        return Want(families, True, read.section if read is not None else "an RCU read-side section")
+    if name in requires_reader or name in helpers or (
+            P.RCU_HELPER.search(name) and not P.NOT_HELPER.match(name) and F.WORD.fullmatch(name)):
+        return Want(ANY_READER, True, "an RCU read-side section")
+    entry = REMOVAL.get(name) if removal else None
+    if entry is not None:
+        families = ANY_READER | frozenset(entry.get("also", ()))
+        return Want(frozenset(families), True, "an RCU read-side section")
+    return None
+
+
+# -- judging what a removed section covered ----------------------------------------------------
+
+def _own(state: frozenset) -> frozenset:
+    """The facts a function holds by itself: its callers' and its context's dropped."""
+    return frozenset(f for f in state if not (f[0] == "r" and f[3] in ("entry", "context"))
+                     and not (f[0] == "lock" and f[2] in ("entry", "context")) and f[0] != "unknown")
+
+
+_OR = re.compile(r"\b(or|either)\b", re.I)
+
+
+def _alternative(function: Function) -> bool:
+    """The comment stating the function's reader precondition names an alternative ("Called
+    with ovs_mutex or RCU read lock"): callers hold one of them, not necessarily a reader."""
+    for text in (function.comment or "", function.body_comment or ""):
+        for match in P.PRECONDITION_COMMENT.finditer(text):
+            start = max(text.rfind(".", 0, match.start()), text.rfind("\n\n", 0, match.start())) + 1
+            end = text.find(".", match.end())
+            if _OR.search(text[start:end if end >= 0 else len(text)]):
+                return True
+    return False
+
+
+class Judge:
+    """Wants of calls (in-file callees summarised) and verdicts, over one file's analysis."""
+
+    def __init__(self, analysis):
+        from patchbench.checks.rules import rcu_analysis   # it imports this module
+        self.A = rcu_analysis
+        self.analysis = analysis
+        self.requires_reader = {name for name, info in analysis.infos.items() if info.requires_reader}
+        self.summaries: dict[str, list[tuple[Want, CallSite]]] = {}
+        self.entries: dict[str, tuple[frozenset, bool]] = {}
+
+    def entry(self, name: str, depth: int = 0) -> tuple[frozenset, bool]:
+        """(facts held on every way into `name`, whether some way is of unknown state): its
+        stated precondition, and what each registration context, caller elsewhere (the call
+        index) and in-file caller (what it holds itself at the call, plus its own such entry)
+        provides. Unlike the analysis' entry, a way of unknown state is not left out: it
+        provides nothing, for a removed section is not made up for by what might be held."""
+        if name in self.entries:
+            return self.entries[name]
+        self.entries[name] = (frozenset(), True)      # a cycle, or too deep: nothing known
+        A, analysis = self.A, self.analysis
+        model, info = analysis.model, analysis.infos[name]
+        ways = [way for way in A._ways_in(model, model.functions[name])]
+        unknown = not ways and not model.callers.get(name)
+        for call in model.callers.get(name, []):
+            result = analysis.results.get(call.function)
+            states = result.states_at(call) if result is not None else set()
+            if not states or depth >= DEPTH:
+                ways.append(A.UNKNOWN_WAY)
+                continue
+            above, above_unknown = self.entry(call.function, depth + 1)
+            unknown |= above_unknown
+            caller = analysis.infos[call.function]
+            ways.extend(A._inherited(_own(state), caller, call.start) | above for state in states)
+        common = None
+        for way in ways:
+            unknown |= A.UNKNOWN in way or way == A.UNKNOWN_WAY
+            held = {f[:2] for f in way if f[0] in ("r", "lock")}
+            common = held if common is None else common & held
+        facts = frozenset(("r", f[1], 1, "entry") if f[0] == "r" else ("lock", f[1], "entry")
+                          for f in sorted(common or ()))
+        stated = frozenset(f for f in info.precondition if f[0] in ("r", "lock"))
+        if _alternative(model.functions[name]):
+            stated = frozenset(f for f in stated if f[0] != "r" or f[1] == "rtnl")
+        self.entries[name] = (facts | stated, unknown)
+        return self.entries[name]
+
+    def wants(self, call: CallSite, depth: int = 0) -> list[tuple[Want, CallSite | None]]:
+        """What the call needs: its own want, or (an in-file callee) what the callee reads
+        without a section of its own, with the inner call that needs it."""
+        want = want_of(call, self.analysis.helpers, self.requires_reader, removal=depth == 0)
+        if want is not None:
+            return [(want, None)]
+        if call.name in self.analysis.infos and call.name != call.function and \
+                call.name not in self.analysis.section_effects and depth < DEPTH:
+            return list(self.summary(call.name, depth + 1))
+        return []
+
+    def summary(self, name: str, depth: int) -> list[tuple[Want, CallSite]]:
+        if name in self.summaries:
+            return self.summaries[name]
+        self.summaries[name] = []          # a recursive call needs nothing more
+        info = self.analysis.infos[name]
+        result = self.analysis.results.get(name)
+        found: dict[Want, CallSite] = {}
+        if result is not None:
+            for call in info.function.calls:
+                if call.name == F.USE:
+                    continue
+                for want, inner in self.wants(call, depth):
+                    if want not in found and any(self.verdict(_own(s), want, call, info) != "ok"
+                                                 for s in result.states_at(call)):
+                        found[want] = inner or call
+        self.summaries[name] = sorted(found.items(), key=lambda item: (item[1].start, item[0].what))
+        return self.summaries[name]
+
+    def verdict(self, state: frozenset, want: Want, call: CallSite, info) -> str:
+        """ok | splat (another flavour, or the update-side lock: lockdep's complaint, the object
+        kept alive) | unknown (nothing held, and the entry is not established) | missing."""
+        A, analysis = self.A, self.analysis
+        families, locks = A.effective(state, info, call.start)
+        need = P.DEREFERENCES.get(call.name)
+        if need is not None and need.condition_arg is not None and need.condition_arg < len(call.args):
+            wanted = A.condition_keys(analysis.model, info.function, call.args[need.condition_arg])
+            if wanted is None:
+                return "ok"
+            for kind, key in wanted:
+                if (kind == "lock" and (key in locks or key not in analysis.known_locks)) or \
+                        (kind == "r" and key in families):
+                    return "ok"
+        if families & want.families:
+            return "ok"
+        if families & P.KEEPS_ALIVE or (want.update_side_alive and
+                                        A.update_side_held(state, info, call.start, analysis.mutexes)):
+            return "splat"
+        return "missing"
+
+
+_RANK = {"ok": 0, "splat": 1, "unknown": 2, "missing": 3}
+
+
+def findings(analysis, reported: set[int]) -> list[tuple[CallSite, str, str, str | None]]:
+    """(call, function, message, severity or None for the rule's) for each call a section this
+    patch removed covered that now lacks what it needs; calls in `reported` (starts) are skipped."""
+    removed = removed_sections(analysis.model)
+    if not removed:
+        return []
+    judge = Judge(analysis)
+    out = []
+    for name, gone in sorted(removed.items()):
+        info, result = analysis.infos.get(name), analysis.results.get(name)
+        if info is None or result is None:
+            continue
+        for call in info.function.calls:
+            if call.name == F.USE or call.line not in gone.lines or call.start in reported:
+                continue
+            worst, said = "ok", None
+            entry, unknown = judge.entry(name)
+            for want, inner in judge.wants(call):
+                for state in result.states_at(call):
+                    verdict = judge.verdict(_own(state) | entry, want, call, info)
+                    if verdict == "missing" and unknown:
+                        verdict = "unknown"
+                    if _RANK[verdict] > _RANK[worst]:
+                        worst, said = verdict, (want, inner)
+            if worst == "ok":
+                continue
+            want, inner = said
+            where = f" (for {inner.name}() at line {inner.line})" if inner is not None else ""
+            message = (f"{call.name}() needs {want.what}{where}: this patch removes the "
+                       f"{gone.opener}() section that covered it")
+            if worst == "splat":
+                message += "; what is held here instead (another RCU flavour, or the update-side " \
+                           "lock) keeps the object alive but is a lockdep splat"
+            elif worst == "unknown":
+                message += f"; what {name}() holds on entry is not established"
+            out.append((call, name, message, None if worst == "missing" else "warning"))
+    return out
