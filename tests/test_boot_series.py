@@ -67,7 +67,9 @@ def test_a_patch_that_breaks_a_later_patchs_object_fails_its_own_build_job(kerne
     head, _ = plant(kernel_tree, "rename-breaks-later-object", base)
     code, report = patchbench("build", f"{base}..{head}", "--tree", str(kernel_tree), "--results", str(results_db))
     first, second = report["jobs"]
-    assert first["objects"][-1] == "drivers/net/tun.o"   # compiled as the later patch's object, not the header's
+    # tun.o is compiled for patch 1 whether or not it is among the header's first includers the
+    # build slot knows (that depends on what the slot built before): it is patch 2's object.
+    assert "drivers/net/tun.o" in first["objects"], first
     assert code == 1 and first["status"] == "fail", first
     assert first["reason"] == "no longer compiles: drivers/net/tun.o", first
     assert second["status"] == "pass", second
