@@ -616,6 +616,17 @@ def _split_top(text: str, separator: str) -> list[str]:
     return parts
 
 
+def condition_satisfied(analysis, info, call, condition_arg: int, families, locks) -> bool:
+    """Whether the lockdep condition a checked dereference names (its argument `condition_arg`)
+    holds in a state: a lock it names is held (or not one the file knows), or a flavour it names is
+    in effect; a condition we cannot read counts as held."""
+    wanted = condition_keys(analysis.model, info.function, call.args[condition_arg])
+    if wanted is None:
+        return True
+    return any((kind == "lock" and (key in locks or key not in analysis.known_locks)) or
+               (kind == "r" and key in families) for kind, key in wanted)
+
+
 def verdict(analysis: Analysis, site: Site, state: frozenset) -> str:
     """For a primitive in one state: "ok"; "weak" (another flavour) or "rtnl" (the update-side
     lock, known held, instead of a section): both lockdep splats; or "missing"."""
@@ -630,13 +641,8 @@ def verdict(analysis: Analysis, site: Site, state: frozenset) -> str:
     if families & need.strict:
         return "ok"
     if need.condition_arg is not None and need.condition_arg < len(site.call.args):
-        wanted = condition_keys(analysis.model, info.function, site.call.args[need.condition_arg])
-        if wanted is None:
+        if condition_satisfied(analysis, info, site.call, need.condition_arg, families, locks):
             return "ok"
-        for kind, key in wanted:
-            if (kind == "lock" and (key in locks or key not in analysis.known_locks)) or \
-                    (kind == "r" and key in families):
-                return "ok"
         if not need.strict and not need.weak:
             return "missing"
     if families & need.weak:

@@ -262,14 +262,9 @@ class Judge:
         A, analysis = self.A, self.analysis
         families, locks = A.effective(state, info, call.start)
         need = P.DEREFERENCES.get(call.name)
-        if need is not None and need.condition_arg is not None and need.condition_arg < len(call.args):
-            wanted = A.condition_keys(analysis.model, info.function, call.args[need.condition_arg])
-            if wanted is None:
-                return "ok"
-            for kind, key in wanted:
-                if (kind == "lock" and (key in locks or key not in analysis.known_locks)) or \
-                        (kind == "r" and key in families):
-                    return "ok"
+        if need is not None and need.condition_arg is not None and need.condition_arg < len(call.args) and \
+                A.condition_satisfied(analysis, info, call, need.condition_arg, families, locks):
+            return "ok"
         if families & want.families:
             return "ok"
         if families & P.KEEPS_ALIVE or (want.update_side_alive and
