@@ -71,6 +71,12 @@ def program() -> None:
     except KeyboardInterrupt:   # main() had returned when the signal came: its answer stands
         pass
     finally:
+        # No stop signal from here on, and none already caught may run its handler now:
+        # signal.signal() runs pending handlers before it replaces them.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, signal.SIG_IGN)
+            try:
+                signal.signal(signum, signal.SIG_IGN)
+            except KeyboardInterrupt:
+                pass
     raise SystemExit(code)
