@@ -615,23 +615,26 @@ def reports_unknown() -> bool:
     return not _ACTIVE or _ACTIVE[-1][2]
 
 
+def _lock_effect(lookup, name: str) -> tuple[list[str], list[list[str]]] | None:
+    """(parameter names, [[lock spelling, argument text], ...]) that `lookup` (a CallIndex
+    method) finds for `name` in the index in use, or None (also without an index)."""
+    if not _ACTIVE:
+        return None
+    found = lookup(_ACTIVE[-1][0], name)
+    return (found[0], found[1]) if found else None
+
+
 def wrapper(name: str) -> tuple[list[str], list[list[str]]] | None:
     """(parameter names, [[lock spelling, argument text], ...]) of a header function that leaves
     those locks taken (or released) in its caller (a subsystem's foo_chan_lock()), or None."""
-    if not _ACTIVE:
-        return None
-    found = _ACTIVE[-1][0].wrapper_of(name)
-    return (found[0], found[1]) if found else None
+    return _lock_effect(CallIndex.wrapper_of, name)
 
 
 def effect(name: str) -> tuple[list[str], list[list[str]]] | None:
     """(parameter names, [[lock spelling, argument text], ...]) of a global function of another
     .c file that leaves those locks taken or released on some of its paths (tcp_add_backlog()
     unlocks the socket it is given when it fails), or None; None without an index."""
-    if not _ACTIVE:
-        return None
-    found = _ACTIVE[-1][0].effect_of(name)
-    return (found[0], found[1]) if found else None
+    return _lock_effect(CallIndex.effect_of, name)
 
 
 def registrations(name: str) -> list[tuple[str, str]]:
@@ -646,10 +649,7 @@ def c_wrapper(name: str) -> tuple[list[str], list[list[str]]] | None:
     """(parameter names, [[lock spelling, argument text], ...]) of a global function of a .c file
     that leaves those locks taken (or released) in its caller (ovs_lock() takes ovs_mutex), or
     None. Kept apart from wrapper() (headers), which the lock rules use."""
-    if not _ACTIVE:
-        return None
-    found = _ACTIVE[-1][0].c_wrapper_of(name)
-    return (found[0], found[1]) if found else None
+    return _lock_effect(CallIndex.c_wrapper_of, name)
 
 
 def need(name: str) -> tuple[str, str, int, str] | None:
