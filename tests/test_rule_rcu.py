@@ -51,6 +51,9 @@ EXPECTED = {
         (DEREF, "warning", "upd_rtnl_plain", "/* plain under rtnl */"),
     ],
     "ways.c": [],
+    "update_side.c": [
+        (ESCAPE, "error", "us_peek_other_lock", "/* writer holds the spinlock */"),
+    ],
 }
 
 
@@ -133,6 +136,9 @@ UNPROTECTED = [
      "\tspin_unlock(&way_fastmap_lock);",
      "\tstruct way_obj *o;\n\n\trcu_read_lock_bh();\n\to = rcu_dereference_bh(tp->root);\n"
      "\trcu_read_unlock_bh();", "way_classify", ESCAPE),
+    # the writer's lock (a spinlock) keeps the object alive; without it the late read escapes
+    ("update_side.c", "\tspin_lock_bh(&priv->lock);\n\trcu_read_lock();", "\trcu_read_lock();",
+     "us_peek_locked", ESCAPE),
     ("contexts.c", "\ttimer_setup(&priv->timer, ctx_timer_fn, 0);\n",
      "\tINIT_WORK(&priv->work, ctx_timer_fn);\n", "ctx_timer_fn", DEREF),
 ]
@@ -150,3 +156,20 @@ def test_correct_shape_depends_on_its_protection(name, old, new, function, rule)
     after = [f for f in engine.check_source(name, edited, RULES) if f.function == function]
     assert before == []
     assert {f.rule for f in after} == ({rule} if rule else set())
+
+
+def test_update_side_is_the_lock_the_file_writes_the_field_under():
+    """us_peek_other_lock holds a mutex across its late read: not the spinlock cur is written
+    under (by rcu_assign_pointer() or as its rcu_dereference_protected() condition says), so it
+    is reported; with neither in the file, a mutex held counts as the update side, as before."""
+    source = (FIXTURES / "update_side.c").read_bytes()
+    protected = b"\told = rcu_dereference_protected(priv->cur, lockdep_is_held(&priv->lock));\n"
+    write = b"\trcu_assign_pointer(priv->cur, new);\n"
+
+    def reported(text: bytes) -> bool:
+        return any(f.function == "us_peek_other_lock" and f.rule == ESCAPE
+                   for f in engine.check_source("update_side.c", text, RULES))
+    assert reported(source)
+    assert reported(source.replace(protected, b"\told = NULL;\n"))            # the write says
+    assert reported(source.replace(write, b""))                               # the condition says
+    assert not reported(source.replace(protected, b"\told = NULL;\n").replace(write, b""))
