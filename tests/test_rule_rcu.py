@@ -51,6 +51,9 @@ EXPECTED = {
         (DEREF, "warning", "upd_rtnl_plain", "/* plain under rtnl */"),
     ],
     "ways.c": [],
+    "escape_repeats.c": [
+        (ESCAPE, "error", "er_late_uses", "/* first late use */"),
+    ],
     "update_side.c": [
         (ESCAPE, "error", "us_peek_other_lock", "/* writer holds the spinlock */"),
     ],
@@ -173,3 +176,23 @@ def test_update_side_is_the_lock_the_file_writes_the_field_under():
     assert reported(source.replace(protected, b"\told = NULL;\n"))            # the write says
     assert reported(source.replace(write, b""))                               # the condition says
     assert not reported(source.replace(protected, b"\told = NULL;\n").replace(write, b""))
+
+
+def test_one_finding_per_escaping_value_naming_its_other_uses():
+    """er_late_uses uses o on three lines after the section: one finding at the first, naming
+    the other two; a patch adding a use is new for `check`, one removing a use is not."""
+    from patchbench.checks.patches import new_findings
+    source = (FIXTURES / "escape_repeats.c").read_bytes()
+    text = source.decode()
+    found = [f for f in engine.check_source("escape_repeats.c", source, RULES) if f.rule == ESCAPE]
+    assert len(found) == 1 and found[0].repeats == 2
+    assert f"(also at lines {line_of(text, '(o->b);')}, {line_of(text, 'o->a + o->b')})" in found[0].message
+    more = source.replace(b"\ter_report(o->b);\n", b"\ter_report(o->b);\n\ter_report(o->a * 2);\n")
+    fewer = source.replace(b"\ter_report(o->b);\n", b"")
+    shifted = source.replace(b"void er_report(int v);\n", b"void er_report(int v);\n\n\n")
+    after = {name: [f for f in engine.check_source("escape_repeats.c", edited, RULES) if f.rule == ESCAPE]
+             for name, edited in (("more", more), ("fewer", fewer), ("shifted", shifted))}
+    assert new_findings(found, after["more"]) == after["more"]
+    assert new_findings(found, after["fewer"]) == []
+    assert new_findings(found, after["shifted"]) == []
+    assert found[0].identity() == after["more"][0].identity() == after["fewer"][0].identity()
