@@ -142,6 +142,8 @@ UNPROTECTED = [
     # the writer's lock (a spinlock) keeps the object alive; without it the late read escapes
     ("update_side.c", "\tspin_lock_bh(&priv->lock);\n\trcu_read_lock();", "\trcu_read_lock();",
      "us_peek_locked", ESCAPE),
+    # the writer runs under RTNL by its registration (ndo_open): RTNL is the update side too
+    ("update_side.c", "\t.ndo_open = us_open,\n", "", "us_stop", ESCAPE),
     ("contexts.c", "\ttimer_setup(&priv->timer, ctx_timer_fn, 0);\n",
      "\tINIT_WORK(&priv->work, ctx_timer_fn);\n", "ctx_timer_fn", DEREF),
 ]

@@ -154,7 +154,10 @@ def _held_lexically(model: FileModel, info: F.FunctionInfo, at: int) -> frozense
     """Locks (and "rtnl") a function holds at byte `at` as its text reads: taken above and not
     released since, a guard whose block contains `at`, or stated held on entry."""
     held = {f[1] for f in info.precondition if f[0] == "lock"}
-    if any(f[:2] == ("r", "rtnl") for f in info.precondition):
+    # RTNL stated, or held by every known way in of the registrations and callers elsewhere
+    ways = [w for w in _ways_in(model, info.function) if UNKNOWN not in w and w != UNKNOWN_WAY]
+    if any(f[:2] == ("r", "rtnl") for f in info.precondition) or \
+            ways and all(any(f[:2] == ("r", "rtnl") for f in w) for w in ways):
         held.add("rtnl")
     for call in sorted(info.function.calls, key=lambda c: c.start):
         if call.start >= at:
