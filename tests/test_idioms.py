@@ -34,9 +34,6 @@ CASES = [(path.name, function, rules) for path in sorted(IDIOMS.glob("*.c"))
          for function, rules in expectations(path).items()]
 # What the checker gets wrong today, and why (strict: a fix flips the test until the line goes).
 KNOWN_WRONG = {
-    ("rcu.c", "idr_set_mac"): "ndo_set_mac_address runs under RTNL, which rcu-pointer-escapes takes for the "
-                              "update side keeping the object alive; this file's writer of priv->peer holds "
-                              "priv->lock, not RTNL (the scoped_guard(rcu) section itself is followed)",
 }
 
 

@@ -51,6 +51,12 @@ EXPECTED = {
         (DEREF, "warning", "upd_rtnl_plain", "/* plain under rtnl */"),
     ],
     "ways.c": [],
+    "escape_repeats.c": [
+        (ESCAPE, "error", "er_late_uses", "/* first late use */"),
+    ],
+    "update_side.c": [
+        (ESCAPE, "error", "us_peek_other_lock", "/* writer holds the spinlock */"),
+    ],
 }
 
 
@@ -133,6 +139,11 @@ UNPROTECTED = [
      "\tspin_unlock(&way_fastmap_lock);",
      "\tstruct way_obj *o;\n\n\trcu_read_lock_bh();\n\to = rcu_dereference_bh(tp->root);\n"
      "\trcu_read_unlock_bh();", "way_classify", ESCAPE),
+    # the writer's lock (a spinlock) keeps the object alive; without it the late read escapes
+    ("update_side.c", "\tspin_lock_bh(&priv->lock);\n\trcu_read_lock();", "\trcu_read_lock();",
+     "us_peek_locked", ESCAPE),
+    # the writer runs under RTNL by its registration (ndo_open): RTNL is the update side too
+    ("update_side.c", "\t.ndo_open = us_open,\n", "", "us_stop", ESCAPE),
     ("contexts.c", "\ttimer_setup(&priv->timer, ctx_timer_fn, 0);\n",
      "\tINIT_WORK(&priv->work, ctx_timer_fn);\n", "ctx_timer_fn", DEREF),
 ]
@@ -150,3 +161,40 @@ def test_correct_shape_depends_on_its_protection(name, old, new, function, rule)
     after = [f for f in engine.check_source(name, edited, RULES) if f.function == function]
     assert before == []
     assert {f.rule for f in after} == ({rule} if rule else set())
+
+
+def test_update_side_is_the_lock_the_file_writes_the_field_under():
+    """us_peek_other_lock holds a mutex across its late read: not the spinlock cur is written
+    under (by rcu_assign_pointer() or as its rcu_dereference_protected() condition says), so it
+    is reported; with neither in the file, a mutex held counts as the update side, as before."""
+    source = (FIXTURES / "update_side.c").read_bytes()
+    protected = b"\told = rcu_dereference_protected(priv->cur, lockdep_is_held(&priv->lock));\n"
+    write = b"\trcu_assign_pointer(priv->cur, new);\n"
+
+    def reported(text: bytes) -> bool:
+        return any(f.function == "us_peek_other_lock" and f.rule == ESCAPE
+                   for f in engine.check_source("update_side.c", text, RULES))
+    assert reported(source)
+    assert reported(source.replace(protected, b"\told = NULL;\n"))            # the write says
+    assert reported(source.replace(write, b""))                               # the condition says
+    assert not reported(source.replace(protected, b"\told = NULL;\n").replace(write, b""))
+
+
+def test_one_finding_per_escaping_value_naming_its_other_uses():
+    """er_late_uses uses o on three lines after the section: one finding at the first, naming
+    the other two; a patch adding a use is new for `check`, one removing a use is not."""
+    from patchbench.checks.patches import new_findings
+    source = (FIXTURES / "escape_repeats.c").read_bytes()
+    text = source.decode()
+    found = [f for f in engine.check_source("escape_repeats.c", source, RULES) if f.rule == ESCAPE]
+    assert len(found) == 1 and found[0].repeats == 2
+    assert f"(also at lines {line_of(text, '(o->b);')}, {line_of(text, 'o->a + o->b')})" in found[0].message
+    more = source.replace(b"\ter_report(o->b);\n", b"\ter_report(o->b);\n\ter_report(o->a * 2);\n")
+    fewer = source.replace(b"\ter_report(o->b);\n", b"")
+    shifted = source.replace(b"void er_report(int v);\n", b"void er_report(int v);\n\n\n")
+    after = {name: [f for f in engine.check_source("escape_repeats.c", edited, RULES) if f.rule == ESCAPE]
+             for name, edited in (("more", more), ("fewer", fewer), ("shifted", shifted))}
+    assert new_findings(found, after["more"]) == after["more"]
+    assert new_findings(found, after["fewer"]) == []
+    assert new_findings(found, after["shifted"]) == []
+    assert found[0].identity() == after["more"][0].identity() == after["fewer"][0].identity()

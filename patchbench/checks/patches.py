@@ -3,9 +3,11 @@
 For every patch and every C file it touches, the file is analysed as it was in the patch's parent
 and as it is in the patch's commit (blobs read from the object store through tree.git's runner,
 never from a work tree, nor from the repository a hook's GIT_DIR names). A finding of the commit is
-new when no finding of the parent has the same `Finding.identity()` (rule, file, function, message with numbers blanked): line shifts and repeats
-do not count. Each patch is compared with its own parent, so a bug introduced by patch 2 and
-repaired by patch 3 is still reported against patch 2.
+new when no finding of the parent has the same `Finding.identity()` (rule, file, function, message
+with numbers blanked): line shifts and repeats do not count, but a finding naming more places of
+its defect than the parent's does (a patch adding one more use of a value after its section). Each
+patch is compared with its own parent, so a bug introduced by patch 2 and repaired by patch 3 is
+still reported against patch 2.
 """
 
 from __future__ import annotations
@@ -40,9 +42,13 @@ class SeriesCheck:
 
 
 def new_findings(before: list[Finding], after: list[Finding]) -> list[Finding]:
-    """Findings of `after` whose identity no finding of `before` has."""
-    known = {f.identity() for f in before}
-    return [f for f in after if f.identity() not in known]
+    """Findings of `after` whose identity no finding of `before` has, or that name more places
+    of their defect than any finding of `before` with their identity (a patch adding one more use
+    of a value after its section)."""
+    known: dict[tuple, int] = {}
+    for f in before:
+        known[f.identity()] = max(known.get(f.identity(), 0), f.repeats)
+    return [f for f in after if f.identity() not in known or f.repeats > known[f.identity()]]
 
 
 def _analyse(blobs: BlobReader, versions: list[tuple[str, str]], jobs: int,

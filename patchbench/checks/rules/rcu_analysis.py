@@ -106,6 +106,89 @@ def update_side_held(state: frozenset, info: F.FunctionInfo, at: int, mutexes: f
     return False
 
 
+def field_update_sides(model: FileModel, infos: dict[str, F.FunctionInfo]) -> dict[str, frozenset]:
+    """The file's own evidence of which lock is the update side of each RCU-protected field (key
+    `model.canonical()` of the pointer expression, "rtnl" for RTNL): the locks held at every one
+    of its writes (rcu_assign_pointer(), RCU_INIT_POINTER(), rcu_replace_pointer()) that holds
+    any, or else the locks the file's update-side reads name (rcu_dereference_protected() or
+    _check() conditions, rtnl_dereference()). A field without such evidence is absent (then
+    RTNL or a mutex counts, as before)."""
+    return model.memo("rcu.update_sides", lambda: _field_update_sides(model, infos))
+
+
+def _field_update_sides(model: FileModel, infos: dict[str, F.FunctionInfo]) -> dict[str, frozenset]:
+    writes: dict[str, list[frozenset]] = {}
+    named: dict[str, set] = {}
+    assign = set(kfacts.table()["rcu"]["assign"])
+    for name in sorted(infos):
+        info = infos[name]
+        function = info.function
+        for call in function.calls:
+            if not call.args:
+                continue
+            if call.name in assign:
+                held = _held_lexically(model, info, call.start)
+                if held:
+                    writes.setdefault(model.canonical(function, call.args[0]), []).append(held)
+                continue
+            need = P.DEREFERENCES.get(call.name)
+            if need is None or need.tracked and need.condition_arg is None:
+                continue
+            keys: set = set()
+            if need.condition_arg is not None and need.condition_arg < len(call.args):
+                wanted = condition_keys(model, function, call.args[need.condition_arg])
+                keys = {"rtnl" if kind == "r" and key == "rtnl" else key
+                        for kind, key in wanted or () if kind == "lock" or key == "rtnl"}
+            elif need.update_only and "rtnl" in need.strict:
+                keys = {"rtnl"}
+            if keys:
+                named.setdefault(model.canonical(function, call.args[0]), set()).update(keys)
+    sides = {key: frozenset(set.intersection(*map(set, held))) for key, held in writes.items()}
+    for key, keys in named.items():
+        if not sides.get(key):
+            sides[key] = frozenset(keys)
+    return {key: held for key, held in sides.items() if held}
+
+
+def _held_lexically(model: FileModel, info: F.FunctionInfo, at: int) -> frozenset:
+    """Locks (and "rtnl") a function holds at byte `at` as its text reads: taken above and not
+    released since, a guard whose block contains `at`, or stated held on entry."""
+    held = {f[1] for f in info.precondition if f[0] == "lock"}
+    # RTNL stated, or held by every known way in of the registrations and callers elsewhere
+    ways = [w for w in _ways_in(model, info.function) if UNKNOWN not in w and w != UNKNOWN_WAY]
+    if any(f[:2] == ("r", "rtnl") for f in info.precondition) or \
+            ways and all(any(f[:2] == ("r", "rtnl") for f in w) for w in ways):
+        held.add("rtnl")
+    for call in sorted(info.function.calls, key=lambda c: c.start):
+        if call.start >= at:
+            break
+        guard = locks.guard_call(call)
+        if guard is not None:
+            op, args, block = guard
+            if block.start_byte <= at < block.end_byte:
+                key = "rtnl" if op.kind == "rtnl" else \
+                    None if op.is_reader else locks.lock_key(model, info.function, call, op, args)
+                if key is not None:
+                    held.add(key)
+            continue
+        section = P.SECTIONS.get(call.name)
+        if section is not None and section[0] == "rtnl":
+            (held.add if section[1] > 0 else held.discard)("rtnl")
+            continue
+        lock = F.lock_op(model, info.function, call)
+        if lock is not None and lock[0].action == "acquire":
+            held.add(lock[1])
+        elif lock is not None and lock[0].action == "release":
+            held.discard(lock[1])
+    return frozenset(held)
+
+
+def field_update_side_held(state: frozenset, info: F.FunctionInfo, at: int, sides: frozenset) -> bool:
+    """Whether a lock of `sides` (field_update_sides) is held in `state` at byte `at`."""
+    return any((fact[0] == "r" and fact[1] == "rtnl" and "rtnl" in sides) or
+               (fact[0] == "lock" and fact[1] in sides and info.holds(fact, at)) for fact in state)
+
+
 # -- the transfer ------------------------------------------------------------------------------
 
 class RcuTransfer(flow.Transfer):
@@ -266,12 +349,18 @@ class RcuTransfer(flow.Transfer):
         # Only a section the function opened itself ends in it: a value read under the calling
         # context's reader (classify under rcu_read_lock_bh()) or a spinlock stays what it was.
         own = {f[1] for f in readers if f[3] == "own"}
-        if not own & P.READ_SECTIONS or from_outside or \
-                target in info.referenced or \
-                update_side_held(state, info, value.start_byte, self.mutexes):
+        if not own & P.READ_SECTIONS or from_outside or target in info.referenced:
             return state
         _, primitive, call = origin
         arguments = call.child_by_field_name("arguments")
+        # the update side keeps the object alive: the lock the file writes the field under when
+        # it says (a mutex, a spinlock, RTNL), else RTNL or a mutex
+        sides = field_update_sides(self.model, self.infos).get(
+            self.model.canonical(function, self.model.text(arguments.named_children[0])), None) \
+            if arguments.named_child_count and primitive in P.DEREFERENCES else None
+        if update_side_held(state, info, value.start_byte, self.mutexes) if sides is None else \
+                field_update_side_held(state, info, value.start_byte, sides):
+            return state
         words = tuple(sorted(set(F.WORD.findall(self.model.text(arguments.named_children[0])))))\
             if arguments.named_child_count else ()
         return state | {("t", target, primitive, target, "live", value_call_start(value), words)}

@@ -24,6 +24,11 @@ MENTIONS = A.MENTIONS
 
 def check(model: FileModel) -> Iterable[Finding]:
     module = engine.rule(ID)
+    # one finding per value escaping: its first use after the section, naming the others (the
+    # fix is one: move the unlock or take a reference), keyed by the function, the local and
+    # the reads it holds the value of
+    first: dict[tuple, tuple] = {}
+    lines: dict[tuple, list[int]] = {}
     for site in A.analyse(model).sites:
         call = site.call
         if call.name != A.USE:
@@ -32,9 +37,21 @@ def check(model: FileModel) -> Iterable[Finding]:
         # states of ways whose entry is unknown (callers read from other files) count only when
         # no way of known entry reaches the use
         states = [s for s in site.states if A.UNKNOWN not in s] or site.states
-        stale = {f[2] for s in states for f in s if f[0] == "t" and f[1] == var and f[4] == "stale"}
-        if stale:
-            yield engine.finding(module, model, call.node, site.function.function.name,
-                                 f"'{var}' (from {min(stale)}() inside the read-side section) is "
-                                 f"{_HOW[how]} after the section ended; use it before the unlock "
-                                 "or take a reference inside")
+        stale = {f for s in states for f in s if f[0] == "t" and f[1] == var and f[4] == "stale"}
+        if not stale:
+            continue
+        key = (site.function.function.name, var, tuple(sorted({(f[2], f[3], f[5]) for f in stale})))
+        line = call.node.start_point[0] + 1
+        if key not in first:
+            first[key] = (call, min(f[2] for f in stale), how)
+            lines[key] = [line]
+        elif line not in lines[key]:
+            lines[key].append(line)
+    for key, (call, primitive, how) in first.items():
+        others = sorted(lines[key][1:])
+        also = f" (also at line{'s' if len(others) > 1 else ''} {', '.join(map(str, others))})" \
+            if others else ""
+        yield engine.finding(module, model, call.node, key[0],
+                             f"'{key[1]}' (from {primitive}() inside the read-side section) is "
+                             f"{_HOW[how]} after the section ended{also}; use it before the unlock "
+                             "or take a reference inside")
