@@ -132,6 +132,8 @@ class RcuTransfer(flow.Transfer):
     def call(self, state: frozenset, call: CallSite) -> frozenset:
         if call.name == F.USE:
             return state
+        if UNKNOWN in state and OPENED not in state and F._opens_or_closes(call):
+            state = state | {OPENED}   # see _bypassed
         info = self.infos[call.function]
         section = P.SECTIONS.get(call.name)
         guard = locks.guard_call(call)
@@ -337,6 +339,18 @@ UNKNOWN = ("unknown",)
 # constrains nothing when another way is known. A caller whose own entry is unknown passes
 # UNKNOWN on with what it holds.
 UNKNOWN_WAY = frozenset({("unknown", "way")})
+# On a path of unknown entry: the function has opened (or closed) a section of its own.
+OPENED = ("opened",)
+
+
+def _bypassed(info: F.FunctionInfo, result: flow.FlowResult) -> frozenset:
+    """The calls past the function's first section that a path of unknown entry reaches without
+    having opened a section of its own (FunctionInfo.holds: the unknown entry still holds there).
+    The guess that a function's own section shows its callers hold none is given up at such a call:
+    the function relies on its callers' section on that path, so the one it opens on others is
+    nested (nfqnl_reinject()'s section around the conntrack hook on accepting verdicts only)."""
+    return frozenset(call.start for call in info.function.calls if call.start >= info.first_section
+                     and any(UNKNOWN in s and OPENED not in s for s in result.states_at(call)))
 
 
 def _inherited(state: frozenset, caller: F.FunctionInfo, at: int) -> frozenset:
@@ -548,6 +562,7 @@ def _analyse(model: FileModel) -> Analysis:
             key = (entries[name], frozenset(infos[name].referenced))
             if walked.get(name) != key:   # a walk depends only on its entry and referenced locals
                 results[name] = flow.walk_states(infos[name].function, transfer, entries[name])
+                infos[name].bypassed = _bypassed(infos[name], results[name])
                 walked[name] = key
         new_entries = {}
         for name in wanted:
@@ -565,6 +580,7 @@ def _analyse(model: FileModel) -> Analysis:
         for name in wanted:
             if walked.get(name) != (entries[name], frozenset(infos[name].referenced)):
                 results[name] = flow.walk_states(infos[name].function, transfer, entries[name])
+                infos[name].bypassed = _bypassed(infos[name], results[name])
     analysis = Analysis(model, infos, known_locks, mutexes, results=results, helpers=helpers,
                         section_effects=transfer.section_effects)
     for name in wanted:
