@@ -398,11 +398,14 @@ class CallIndex:
     directory: Path                                       # where the scans and the database are
     _entries: dict = field(default_factory=dict, repr=False)
     _scans: dict = field(default_factory=dict, repr=False)
+    _sites: dict = field(default_factory=dict, repr=False)   # number -> (its scan, callee -> sites)
     _needing: frozenset | None = field(default=None, repr=False)
     _connection: tuple = field(default=(), repr=False)    # (pid, sqlite3.Connection)
     # answers already given: the rules ask about the same names for every function of a file
     _answers: dict = field(default_factory=dict, repr=False)
     _wrappers: dict | None = field(default=None, repr=False)
+    # _lock_effect's answers by (lookup, name): asked of every call of every function walked
+    _effects: dict = field(default_factory=dict, repr=False)
 
     def _query(self, sql: str, *args) -> list[tuple]:
         key = (sql, args)
@@ -473,8 +476,17 @@ class CallIndex:
 
     def sites(self, name: str, number: int) -> list[tuple[str, int]]:
         """(caller, bits) of each call of `name` in file `number`."""
-        return [(caller, bits) for caller, called in sorted(self.scan_of(number)["calls"].items())
-                for callee, bits in called if callee == name]
+        scan = self.scan_of(number)
+        by_callee = self._sites.get(number)
+        if by_callee is None or by_callee[0] is not scan:   # the file's calls, by callee, once
+            table: dict[str, list] = {}
+            for caller, called in sorted(scan["calls"].items()):
+                for callee, bits in called:
+                    table.setdefault(callee, []).append((caller, bits))
+            if len(self._sites) > 512:
+                self._sites.clear()
+            by_callee = self._sites[number] = (scan, table)
+        return list(by_callee[1].get(name, ()))
 
     def needing(self) -> frozenset[bytes]:
         """The names of every function that needs an RCU read-side section on entry."""
@@ -620,8 +632,12 @@ def _lock_effect(lookup, name: str) -> tuple[list[str], list[list[str]]] | None:
     method) finds for `name` in the index in use, or None (also without an index)."""
     if not _ACTIVE:
         return None
-    found = lookup(_ACTIVE[-1][0], name)
-    return (found[0], found[1]) if found else None
+    index = _ACTIVE[-1][0]
+    key = (lookup, name)
+    if key not in index._effects:   # the answers are read only, never changed by the callers
+        found = lookup(index, name)
+        index._effects[key] = (found[0], found[1]) if found else None
+    return index._effects[key]
 
 
 def wrapper(name: str) -> tuple[list[str], list[list[str]]] | None:

@@ -215,6 +215,8 @@ class RcuTransfer(flow.Transfer):
     def call(self, state: frozenset, call: CallSite) -> frozenset:
         if call.name == F.USE:
             return state
+        if UNKNOWN in state and OPENED not in state and F._opens_or_closes(call):
+            state = state | {OPENED}   # see _bypassed
         info = self.infos[call.function]
         section = P.SECTIONS.get(call.name)
         guard = locks.guard_call(call)
@@ -426,6 +428,18 @@ UNKNOWN = ("unknown",)
 # constrains nothing when another way is known. A caller whose own entry is unknown passes
 # UNKNOWN on with what it holds.
 UNKNOWN_WAY = frozenset({("unknown", "way")})
+# On a path of unknown entry: the function has opened (or closed) a section of its own.
+OPENED = ("opened",)
+
+
+def _bypassed(info: F.FunctionInfo, result: flow.FlowResult) -> frozenset:
+    """The calls past the function's first section that a path of unknown entry reaches without
+    having opened a section of its own (FunctionInfo.holds: the unknown entry still holds there).
+    The guess that a function's own section shows its callers hold none is given up at such a call:
+    the function relies on its callers' section on that path, so the one it opens on others is
+    nested (nfqnl_reinject()'s section around the conntrack hook on accepting verdicts only)."""
+    return frozenset(call.start for call in info.function.calls if call.start >= info.first_section
+                     and any(UNKNOWN in s and OPENED not in s for s in result.states_at(call)))
 
 
 def _inherited(state: frozenset, caller: F.FunctionInfo, at: int) -> frozenset:
@@ -577,6 +591,32 @@ def analyse(model: FileModel) -> Analysis:
     return analysis
 
 
+def _callers_first(model: FileModel, wanted: list[str]) -> list[str]:
+    """`wanted` with each function before the in-file functions it calls (reverse postorder of
+    the call graph, roots in name order; a cycle is cut where it is entered)."""
+    names = set(wanted)
+    callees = {name: sorted({c.name for c in model.functions[name].calls if c.name in names} - {name})
+               for name in wanted}
+    done: set[str] = set()
+    post: list[str] = []
+    for root in wanted:
+        if root in done:
+            continue
+        done.add(root)
+        stack = [(root, iter(callees[root]))]
+        while stack:
+            name, pending = stack[-1]
+            for callee in pending:
+                if callee not in done:
+                    done.add(callee)
+                    stack.append((callee, iter(callees[callee])))
+                    break
+            else:
+                stack.pop()
+                post.append(name)
+    return post[::-1]
+
+
 def _asserted_spinning(model: FileModel, infos: dict[str, F.FunctionInfo]) -> None:
     """A function that asserts a lock held (lockdep_assert_held(&rdev->bss_lock)) which the file
     only ever takes with a spinning spelling runs with preemption off (a "spin" reader: enough for
@@ -627,33 +667,34 @@ def _analyse(model: FileModel) -> Analysis:
                   for op, key in F.c_wrapper_ops(model, info.function, call) if op.sleeps)
     transfer = RcuTransfer(model, infos, mutexes)
     static_ways = {name: _ways_in(model, functions[name]) for name in wanted}
-    # first walks from the ways in that do not depend on them; in-file callers join after
-    entries = {name: _entry_states(infos[name].precondition, static_ways[name]) for name in wanted}
     results: dict[str, flow.FlowResult] = {}
     walked: dict[str, tuple] = {}     # name -> (entry, referenced) its current result was walked from
+    entries: dict[str, tuple] = {}
+
+    def entry_of(name: str) -> tuple:
+        contributions = list(static_ways[name])
+        for call in model.callers.get(name, []):
+            if call.function in results:
+                caller = infos[call.function]
+                contributions.extend(_inherited(state, caller, call.start)
+                                     for state in results[call.function].states_at(call))
+        return _entry_states(infos[name].precondition, contributions)
+
+    # Callers before callees, each entry from its callers' latest walks: without recursion one
+    # round settles every entry, and a second finds nothing to walk again.
+    order = _callers_first(model, wanted)
     for _ in range(ROUNDS):
-        referenced = {name: set(infos[name].referenced) for name in wanted}
-        for name in wanted:
+        changed = False
+        for name in order:
+            entries[name] = entry_of(name)
             key = (entries[name], frozenset(infos[name].referenced))
             if walked.get(name) != key:   # a walk depends only on its entry and referenced locals
                 results[name] = flow.walk_states(infos[name].function, transfer, entries[name])
+                infos[name].bypassed = _bypassed(infos[name], results[name])
                 walked[name] = key
-        new_entries = {}
-        for name in wanted:
-            contributions = list(static_ways[name])
-            for call in model.callers.get(name, []):
-                if call.function in results:
-                    caller = infos[call.function]
-                    contributions.extend(_inherited(state, caller, call.start)
-                                         for state in results[call.function].states_at(call))
-            new_entries[name] = _entry_states(infos[name].precondition, contributions)
-        if new_entries == entries and all(referenced[n] == infos[n].referenced for n in wanted):
+                changed = True
+        if not changed:
             break
-        entries = new_entries
-    else:   # the rounds ran out: the results are walked from the entries last computed
-        for name in wanted:
-            if walked.get(name) != (entries[name], frozenset(infos[name].referenced)):
-                results[name] = flow.walk_states(infos[name].function, transfer, entries[name])
     analysis = Analysis(model, infos, known_locks, mutexes, results=results, helpers=helpers,
                         section_effects=transfer.section_effects)
     for name in wanted:

@@ -37,6 +37,9 @@ class FunctionInfo:
     # locals a reference was taken through inside a section on some path: not tracked on any
     # (`if (ops && try_module_get(ops->owner)) found = true;` then `if (found) ops->...`)
     referenced: set = field(default_factory=set)
+    # call starts past first_section that some path of unknown entry reaches without having
+    # opened a section of its own (rcu_analysis._bypassed, set from each walk)
+    bypassed: frozenset = frozenset()
 
     @property
     def pointers(self) -> frozenset:
@@ -46,8 +49,11 @@ class FunctionInfo:
     def holds(self, fact: tuple, at: int) -> bool:
         """Whether a fact counts as held at byte `at` of the function: readers and locks do, and
         an unknown entry does until the function's own first section, which says what its
-        callers hold (a receive path nesting a section of its own later is still theirs)."""
-        return fact[0] in ("r", "lock") or (fact[0] == "unknown" and at < self.first_section)
+        callers hold (a receive path nesting a section of its own later is still theirs), and
+        past it where a path reaches without the function having opened a section: there it
+        relies on its callers', and the section it opens on other paths is a nested one."""
+        return fact[0] in ("r", "lock") or \
+            (fact[0] == "unknown" and (at < self.first_section or at in self.bypassed))
 
 
 def entry_facts(families, origin: str) -> frozenset:
