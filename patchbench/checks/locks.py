@@ -130,6 +130,10 @@ class LockTransfer(flow.Transfer):
     def function_of(self, call: CallSite) -> Function | None:
         return self.model.functions.get(call.function)
 
+    def predicate(self, name: str) -> Function | None:
+        function = self.model.functions.get(name)
+        return function if function is not None and function.is_static else None
+
     def changes(self, call: CallSite) -> bool:
         return self.op(call) is not None or call.name in self.summaries or bool(self.wrapped(call)) \
             or bool(self.elsewhere(call))
