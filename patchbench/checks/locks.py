@@ -317,7 +317,11 @@ class LockTransfer(flow.Transfer):
                     if truth != when:
                         continue
                     mine = self.model.at_call_site(key, summary.function, call)
-                    if kind == "held":   # `chan = l2cap_get_chan_by_scid(); if (!chan)`
+                    handed = self.handed_key(summary, key, when, call) if kind == "held" else None
+                    if handed is not None:   # `b = find_locked(t, &slot); if (!b)`: b's and slot's locks
+                        state = state | {("held", handed[0])} | {("implied", flavour, handed[0])
+                                                                 for flavour in handed[1]}
+                    elif kind == "held":   # `chan = l2cap_get_chan_by_scid(); if (!chan)`
                         # only the returned object's lock or one named through a parameter: a
                         # lock reached through an out-parameter (*cbdr) or a global is not followed
                         declarator = summary.function.node.child_by_field_name("declarator")
@@ -334,6 +338,59 @@ class LockTransfer(flow.Transfer):
         if op.action == "try_fail" and truth:   # nonzero: interrupted, not taken
             return state - {("held", key)}
         return state
+
+    def handed_key(self, summary, key: str, when: bool, call: CallSite) -> tuple[str, frozenset] | None:
+        """The caller's key of a lock the callee returns holding (conditional_effects) when it
+        took it through a variable it hands to its caller: the variable it returns (`return b;`
+        where it holds the lock) or stores through an out-parameter (`*slot_ret = slot;`). The
+        caller names it through the variable it receives it in (`b = find(t, &slot)`: `b->lock`,
+        `slot->lock`); with the flavours (bh, irq) the callee's lock call disabled, when every
+        holding return has them. None when the lock is not handed that way."""
+        callee = summary.function
+        roots = set()
+        for taking in callee.calls:
+            found = self.op(taking)
+            if found is None or found[1] != key or found[0].action == "release" or found[0].key == "global" \
+                    or found[0].argument >= len(taking.args) or taking in self._blocks:
+                continue
+            roots.add((_root(taking.args[found[0].argument]), taking.args[found[0].argument], found[0]))
+        if len({root for root, _, _ in roots}) != 1:
+            return None
+        variable, argument, op = sorted(roots, key=lambda r: (r[1], r[2].kind))[0]
+        holding = [(node, state) for node, state in summary.result.returns
+                   if returned_truth(node, state, self.holds_through(callee, node, state)) == when]
+        if not holding or any(("held", key) not in state for _, state in holding):
+            return None
+        flavours = frozenset.intersection(*(frozenset(fact[1] for fact in state if fact[0] == "implied"
+                                                      and fact[2] == key) for _, state in holding))
+        receiver = None
+        if all(returned_text(node) == variable for node, _ in holding):
+            receiver = _receiver(call)
+        else:
+            index = _out_parameter(callee, variable)
+            if index is not None and index < len(call.args) and call.args[index].startswith("&") \
+                    and call.args[index][1:].isidentifier():
+                receiver = call.args[index][1:]
+        if receiver is None:
+            return None
+        match = _ROOT.match(argument)
+        text = match.group(1) + receiver + argument[match.end():]
+        mine = lock_key(self.model, self.function_of(call), call, op, [text] * (op.argument + 1))
+        return (mine, flavours) if mine is not None else None
+
+    def holds_through(self, function: Function, node, state: frozenset) -> bool:
+        """The return gives a variable through which the function took a lock still held on
+        this path (`spin_lock(&b->lock); ... return b;`): it is not NULL."""
+        text = returned_text(node)
+        if text is None or not text.isidentifier():
+            return False
+        for call in function.calls:
+            found = self.op(call)
+            if found is not None and found[0].action != "release" and found[0].key != "global" and \
+                    found[0].argument < len(call.args) and _root(call.args[found[0].argument]) == text \
+                    and ("held", found[1]) in state:
+                return True
+        return False
 
     def leave_block(self, state: frozenset, block) -> frozenset:
         ending = {fact for fact in state if fact[0] == "scope" and fact[1] == block.start_byte}
@@ -421,7 +478,8 @@ class LockTransfer(flow.Transfer):
         if cached is not None and cached[0] is summary:
             return cached[1]
         found = []
-        exits = [(returned_truth(node, state), state) for node, state in summary.result.returns]
+        exits = [(returned_truth(node, state, self.holds_through(summary.function, node, state)), state)
+                 for node, state in summary.result.returns]
         entry = {fact for fact in summary.entry if fact[0] in ("held", "caller")}
         facts = {fact for _, state in exits for fact in state if fact[0] in ("held", "caller")} - entry
         retaken = {key for kind, key in facts if kind == "caller" and ("held", key) in facts}
@@ -561,9 +619,10 @@ def returned(node: tree_sitter.Node, state: frozenset) -> str | None:
     return next((fact[2] for fact in state if fact[0] == "value" and fact[1] == text), text)
 
 
-def returned_truth(node: tree_sitter.Node, state: frozenset) -> bool | None:
+def returned_truth(node: tree_sitter.Node, state: frozenset, dereferenced: bool = False) -> bool | None:
     """Whether a return gives a nonzero value on this path, when the path tested it
-    (`if (c) lock(c); return c;`) or it is a constant; None when unknown."""
+    (`if (c) lock(c); return c;`) or it is a constant; None when unknown. `dereferenced`: the
+    returned pointer was dereferenced on this path (a lock taken through it is held)."""
     text = returned_text(node)
     if text is None:
         return None
@@ -573,7 +632,36 @@ def returned_truth(node: tree_sitter.Node, state: frozenset) -> bool | None:
     value = returned(node, state)
     if value in ("0", "NULL", "false"):
         return False
-    return True if _CONSTANT.match(value) else None
+    return True if _CONSTANT.match(value) or (dereferenced and value == text) else None
+
+
+def _receiver(call: CallSite) -> str | None:
+    """The variable the call's value is stored in (`b = find(...)`, `T *b = find(...)`)."""
+    parent = call.node.parent
+    while parent is not None and parent.type == "parenthesized_expression":
+        parent = parent.parent
+    target = parent.child_by_field_name("left") if parent is not None and parent.type == "assignment_expression" \
+        else parent.child_by_field_name("declarator") if parent is not None and parent.type == "init_declarator" \
+        else None
+    while target is not None and target.type == "pointer_declarator":
+        target = target.child_by_field_name("declarator")
+    return target.text.decode("utf-8", "replace") if target is not None and target.type == "identifier" else None
+
+
+def _out_parameter(function: Function, variable: str) -> int | None:
+    """The index of the parameter P the function stores `variable` through (`*P = variable;`)."""
+    pending = [function.body]
+    while pending:
+        node = pending.pop()
+        if node.type == "assignment_expression" and node.child_by_field_name("right").type == "identifier" \
+                and node.child_by_field_name("right").text.decode() == variable:
+            left = node.child_by_field_name("left")
+            if left.type == "pointer_expression" and left.child_by_field_name("argument").type == "identifier":
+                name = left.child_by_field_name("argument").text.decode()
+                if name in function.params:
+                    return function.params.index(name)
+        pending.extend(node.named_children)
+    return None
 
 
 def _root(argument: str) -> str | None:
