@@ -85,6 +85,11 @@ class Transfer:
         """`target = value` (declaration or assignment statement), after the calls in value."""
         return state
 
+    def equal(self, state: State, left: str, right: str, truth: bool) -> State:
+        """State after a branch learnt that the variables `left` and `right` (`a == b`, `a != b`)
+        are equal (truth) or not."""
+        return state
+
     def decisive(self, state: State) -> Hashable:
         """The facts of a state that branch tags exist to keep apart (held locks, for a lock rule):
         when paths must be merged, the tags that tell these apart are forgotten last."""
@@ -718,6 +723,14 @@ class _Walker:
         else:
             states = self.expression(node, states)
         taken, not_taken = states, states
+        if kind == "binary_expression" and self.operator(node) in ("==", "!="):
+            left = _unwrap(node.child_by_field_name("left"))
+            right = _unwrap(node.child_by_field_name("right"))
+            if left.type == "identifier" and right.type == "identifier":   # `if (ssk != prev_ssk)`
+                same = self.operator(node) == "=="
+                left, right = self.text(left), self.text(right)
+                taken = {self.transfer.equal(state, left, right, same) for state in taken}
+                not_taken = {self.transfer.equal(state, left, right, not same) for state in not_taken}
         if tested is not None:
             taken = {self.transfer.assume(state, tested, True) for state in taken}
             not_taken = {self.transfer.assume(state, tested, False) for state in not_taken}

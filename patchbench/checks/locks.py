@@ -175,9 +175,19 @@ class LockTransfer(flow.Transfer):
         variable = _root(call.args[op.argument]) if op.key != "global" else None
         if ("stale", variable) in state:
             if op.action != "release":   # the variable names a new lock from here on
-                return self.apply(state - {("stale", variable)}, op, key)
+                return self.through_variable(self.apply(state - {("stale", variable)}, op, key), op, key, variable)
             return self.apply(state, op, key, renamed=True)
-        return self.apply(state, op, key)
+        return self.through_variable(self.apply(state, op, key), op, key, variable)
+
+    def through_variable(self, state: frozenset, op: LockOp, key: str, variable: str | None) -> frozenset:
+        """With `values`: ("via", variable, key) for a lock just taken through `variable`
+        (`spin_lock(&owner->lock)`), kept while the variable (or a copy of it, `prev = owner`, or
+        a variable found equal to it, `if (owner == prev)`) still points at the locked object:
+        a later `if (!owner)` then knows the lock is not held on its NULL side."""
+        if not self.values or variable is None or op.action not in ("acquire", "try_fail") or \
+                ("held", key) not in state:
+            return state
+        return state | {("via", variable, key)}
 
     def wrapped(self, call: CallSite) -> list[tuple[LockOp, str]]:
         """The lock operations a header wrapper (static inline foo_chan_lock() around
@@ -204,7 +214,7 @@ class LockTransfer(flow.Transfer):
                                  and ("held", fact[2]) not in state}
             state = state - self.implied(op, key)
             if ("held", key) in state:
-                return (state - {("held", key)}) | {("released", key)}
+                return _unvia(state - {("held", key)}, key) | {("released", key)}
             if op.field:   # wiphy_unlock(w) after mutex_lock_nested(&w->mtx, 1)
                 mutex = f"{key.split(':', 1)[1]}.{op.field}"
                 if ("held", mutex) in state:
@@ -243,6 +253,10 @@ class LockTransfer(flow.Transfer):
 
     def assign(self, state: frozenset, target: str, value, function: Function) -> frozenset:
         text = squeeze(value.text.decode("utf-8", "replace"))
+        if self.values and any(fact[0] == "via" for fact in state):
+            # `prev = owner;` names what owner names; `owner = next;` no longer does
+            copied = {("via", target, fact[2]) for fact in state if fact[0] == "via" and fact[1] == text}
+            state = frozenset(f for f in state if not (f[0] == "via" and f[1] == target)) | copied
         state = frozenset(f for f in state if not (f[0] == "iff" and f[1] == target))
         if self.values:
             state = frozenset(f for f in state if not (f[0] == "value" and f[1] == target))
@@ -399,7 +413,21 @@ class LockTransfer(flow.Transfer):
         keys = {fact[2] for fact in ending}
         return (state - ending - {("held", key) for key in keys}) | {("released", key) for key in keys}
 
+    def equal(self, state: frozenset, left: str, right: str, truth: bool) -> frozenset:
+        """`if (owner == prev)`: equal pointers name the same locked objects."""
+        if not truth or not self.values:
+            return state
+        named = {fact for fact in state if fact[0] == "via" and fact[1] in (left, right)}
+        if not named:
+            return state
+        return state | {("via", right if fact[1] == left else left, fact[2]) for fact in named}
+
     def test(self, state: frozenset, expression: str, truth: bool, function: Function) -> frozenset:
+        if not truth and self.values:
+            # `if (owner) flush(owner);`: a NULL owner names no lock it was taken through
+            for fact in sorted(f for f in state if f[0] == "via" and f[1] == expression):
+                if ("held", fact[2]) in state:
+                    state = _unvia(state - {("held", fact[2])} - self.implied_by(state, fact[2]), fact[2])
         flagged = {fact for fact in state if fact[0] == "iff" and fact[1] == expression}
         if flagged:   # the callee dropped the lock exactly when it set this flag
             state = state - flagged
@@ -568,7 +596,13 @@ def _returns_pointer(function: Function) -> bool:
 def released(state: frozenset, key: str) -> frozenset:
     """The lock released whole, by a callee or through another name: with what it disabled."""
     ending = {fact for fact in state if fact[0] == "implied" and fact[2] == key} | {("held", key)}
-    return (state - ending) | {("released", key)}
+    return _unvia(state - ending, key) | {("released", key)}
+
+
+def _unvia(state: frozenset, key: str) -> frozenset:
+    """state without the variables that named the lock `key` (it is no longer held)."""
+    stale = {fact for fact in state if fact[0] == "via" and fact[2] == key}
+    return state - stale if stale else state
 
 
 def _assigned_after(function: Function, variable: str, after: int) -> bool:
