@@ -543,8 +543,8 @@ class _Walker:
                 value = case.child_by_field_name("value")
                 has_default |= value is None
                 label = squeeze(self.text(value)) if value is not None else None
-                entering = self.fixed(states, subject, predicates.Is(label) if label is not None
-                                      and predicates.constant(label) else others)
+                fixing = others if label is None else predicates.Is(label) if predicates.constant(label) else None
+                entering = self.fixed(states, subject, fixing)
                 falling = self.statement(case, falling | entering)
             else:
                 falling = self.statement(case, falling)
