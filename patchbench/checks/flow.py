@@ -726,7 +726,9 @@ class _Walker:
         if kind == "binary_expression" and self.operator(node) in ("==", "!="):
             left = _unwrap(node.child_by_field_name("left"))
             right = _unwrap(node.child_by_field_name("right"))
-            if left.type == "identifier" and right.type == "identifier":   # `if (ssk != prev_ssk)`
+            if left.type == "identifier" and right.type == "identifier" and not (
+                    predicates.constant(self.text(left)) or predicates.constant(self.text(right))):
+                # `if (ssk != prev_ssk)`
                 same = self.operator(node) == "=="
                 left, right = self.text(left), self.text(right)
                 taken = {self.transfer.equal(state, left, right, same) for state in taken}
