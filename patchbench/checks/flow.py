@@ -28,6 +28,11 @@ A rule describes its semantics with a `Transfer`:
 Calls are evaluated innermost first, left to right; `call()` runs for every call, then, when the
 call (or a variable it was just assigned to: `err = mutex_lock_interruptible(m); if (err)`) is
 tested by a condition, `assume()` refines the state of each branch.
+
+A flag assigned the answer of a small static predicate of the file (`needs = pred(opt)`, see
+`Transfer.predicate` and predicates.py) is known where a `case C:` of `switch (opt)` or an
+`if (opt == C)` fixes opt: the predicate is run on C and the flag's tag set accordingly. A test
+of two variables (`a == b`, `a != b`) is passed to `Transfer.equal()`.
 """
 
 from __future__ import annotations

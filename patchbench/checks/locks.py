@@ -97,6 +97,7 @@ class LockTransfer(flow.Transfer):
         self._named: dict[Function, dict[str, set[str]]] = {}   # variable -> keys of locks it names
         self._returned: dict[Function, set[str]] = {}
         self._conditional: dict[str, tuple] = {}   # callee -> (its summary, conditional_effects())
+        self._handed: dict[tuple, tuple] = {}   # (call, key, truth) -> (callee's summary, handed_key())
         self._ops: dict[CallSite, tuple[LockOp, str] | None] = {}
         self._tested: dict[tuple[Function, str], str] = {}   # (function, tested text) -> its key
         self._through: dict[tuple[Function, str], frozenset] = {}   # see through()
@@ -360,6 +361,14 @@ class LockTransfer(flow.Transfer):
         caller names it through the variable it receives it in (`b = find(t, &slot)`: `b->lock`,
         `slot->lock`); with the flavours (bh, irq) the callee's lock call disabled, when every
         holding return has them. None when the lock is not handed that way."""
+        memo = (call, key, when)
+        cached = self._handed.get(memo)
+        if cached is None or cached[0] is not summary:
+            cached = (summary, self._handed_key(summary, key, when, call))
+            self._handed[memo] = cached
+        return cached[1]
+
+    def _handed_key(self, summary, key: str, when: bool, call: CallSite) -> tuple[str, frozenset] | None:
         callee = summary.function
         roots = set()
         for taking in callee.calls:
