@@ -97,6 +97,7 @@ class LockTransfer(flow.Transfer):
         self._named: dict[Function, dict[str, set[str]]] = {}   # variable -> keys of locks it names
         self._returned: dict[Function, set[str]] = {}
         self._conditional: dict[str, tuple] = {}   # callee -> (its summary, conditional_effects())
+        self._via: set[str] = set()   # the variables ("via", variable, key) was ever given for
         self._handed: dict[tuple, tuple] = {}   # (call, key, truth) -> (callee's summary, handed_key())
         self._ops: dict[CallSite, tuple[LockOp, str] | None] = {}
         self._tested: dict[tuple[Function, str], str] = {}   # (function, tested text) -> its key
@@ -188,6 +189,7 @@ class LockTransfer(flow.Transfer):
         if not self.values or variable is None or op.action not in ("acquire", "try_fail") or \
                 ("held", key) not in state:
             return state
+        self._via.add(variable)
         return state | {("via", variable, key)}
 
     def wrapped(self, call: CallSite) -> list[tuple[LockOp, str]]:
@@ -254,9 +256,11 @@ class LockTransfer(flow.Transfer):
 
     def assign(self, state: frozenset, target: str, value, function: Function) -> frozenset:
         text = squeeze(value.text.decode("utf-8", "replace"))
-        if self.values and any(fact[0] == "via" for fact in state):
+        if (target in self._via or text in self._via) and any(fact[0] == "via" for fact in state):
             # `prev = owner;` names what owner names; `owner = next;` no longer does
             copied = {("via", target, fact[2]) for fact in state if fact[0] == "via" and fact[1] == text}
+            if copied:
+                self._via.add(target)
             state = frozenset(f for f in state if not (f[0] == "via" and f[1] == target)) | copied
         state = frozenset(f for f in state if not (f[0] == "iff" and f[1] == target))
         if self.values:
@@ -426,13 +430,16 @@ class LockTransfer(flow.Transfer):
         """`if (owner == prev)`: equal pointers name the same locked objects."""
         if not truth or not self.values:
             return state
+        if left not in self._via and right not in self._via:
+            return state
         named = {fact for fact in state if fact[0] == "via" and fact[1] in (left, right)}
         if not named:
             return state
+        self._via.update((left, right))
         return state | {("via", right if fact[1] == left else left, fact[2]) for fact in named}
 
     def test(self, state: frozenset, expression: str, truth: bool, function: Function) -> frozenset:
-        if not truth and self.values:
+        if not truth and expression in self._via:
             # `if (owner) flush(owner);`: a NULL owner names no lock it was taken through
             for fact in sorted(f for f in state if f[0] == "via" and f[1] == expression):
                 if ("held", fact[2]) in state:
