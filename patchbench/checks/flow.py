@@ -818,17 +818,30 @@ def _bounded(states: set, transfer: Transfer) -> set:
     if all(isinstance(state, frozenset) for state in states):
         cores: dict[tuple, set] = {}   # (text, truth) -> the decisive facts of the states tagged so
         for state in states:
-            core = transfer.decisive(state)
-            for fact in state:
-                if _is_tag(fact):
-                    cores.setdefault((fact[1], fact[2]), set()).add(core)
+            tags = [fact for fact in state if _is_tag(fact)]
+            if tags:
+                core = transfer.decisive(state)
+                for tag in tags:
+                    cores.setdefault((tag[1], tag[2]), set()).add(core)
         texts = sorted({text for text, _ in cores}, key=lambda text: (_separation(cores, text), text))
-        for text in texts:
-            tags = {("branch", text, True), ("branch", text, False), ("set", text)}
-            states = {state - tags for state in states}
-            if len(states) <= MAX_STATES:
-                return states
+        # The fewest texts, in that order, whose forgetting leaves MAX_STATES or fewer: forgetting
+        # more never adds states, so a binary search finds what forgetting one at a time would.
+        low, high = 0, len(texts)
+        while low < high:
+            middle = (low + high) // 2
+            if len(_forgetting(states, texts[:middle + 1])) <= MAX_STATES:
+                high = middle
+            else:
+                low = middle + 1
+        states = _forgetting(states, texts[:low + 1]) if texts else states
+        if len(states) <= MAX_STATES:
+            return states
     return set(sorted(states, key=_state_order)[:MAX_STATES])
+
+
+def _forgetting(states: set, texts: list[str]) -> set:
+    forgotten = {tag for text in texts for tag in (("branch", text, True), ("branch", text, False), ("set", text))}
+    return {state - forgotten for state in states}
 
 
 def _separation(cores: dict, text: str) -> float:
@@ -841,7 +854,7 @@ def _separation(cores: dict, text: str) -> float:
 
 
 def _is_tag(fact) -> bool:
-    return isinstance(fact, tuple) and len(fact) == 3 and fact[0] == "branch"
+    return fact.__class__ is tuple and len(fact) == 3 and fact[0] == "branch"
 
 
 @lru_cache(maxsize=1 << 16)

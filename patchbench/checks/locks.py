@@ -30,7 +30,7 @@ import re
 
 import tree_sitter
 
-from patchbench.checks import callindex, flow, kfacts
+from patchbench.checks import callindex, cparse, flow, kfacts
 from patchbench.checks.model import CallSite, FileModel, Function, squeeze
 
 
@@ -106,6 +106,7 @@ class LockTransfer(flow.Transfer):
         self._wrapped: dict[CallSite, list] = {}
         self._elsewhere: dict[CallSite, list] = {}
         self._locking: dict[Function, bool] = {}
+        self._assignments: dict[tuple, tuple] = {}   # see _assignment()
 
     def op(self, call: CallSite) -> tuple[LockOp, str] | None:
         """The lock operation of the call and its lock's key (computed once per call: every path
@@ -255,29 +256,40 @@ class LockTransfer(flow.Transfer):
         return frozenset(fact for fact in state if fact[0] == "held")
 
     def assign(self, state: frozenset, target: str, value, function: Function) -> frozenset:
-        text = squeeze(value.text.decode("utf-8", "replace"))
-        if (target in self._via or text in self._via) and any(fact[0] == "via" for fact in state):
-            # `prev = owner;` names what owner names; `owner = next;` no longer does
-            copied = {("via", target, fact[2]) for fact in state if fact[0] == "via" and fact[1] == text}
-            if copied:
-                self._via.add(target)
-            state = frozenset(f for f in state if not (f[0] == "via" and f[1] == target)) | copied
-        state = frozenset(f for f in state if not (f[0] == "iff" and f[1] == target))
-        if self.values:
-            state = frozenset(f for f in state if not (f[0] == "value" and f[1] == target))
-            constant = _constant(text)
-            if constant is not None and target in self.returned(function):
-                state = state | {("value", target, constant)}
-        keys = self.named_by(function).get(target)
+        if self._via:
+            source = value.text.decode("utf-8", "replace") if value.type == "identifier" else None
+            if (target in self._via or source in self._via) and any(fact[0] == "via" for fact in state):
+                # `prev = owner;` names what owner names; `owner = next;` no longer does
+                copied = {("via", target, fact[2]) for fact in state if fact[0] == "via" and fact[1] == source}
+                if copied:
+                    self._via.add(target)
+                state = frozenset(f for f in state if not (f[0] == "via" and f[1] == target)) | copied
+        constant, remembered, keys = self._assignment(target, value, function)
+        stale = [f for f in state if (f[0] == "iff" or (self.values and f[0] == "value")) and f[1] == target]
+        if stale:
+            state = state.difference(stale)
+        if remembered:
+            state = state | {("value", target, constant)}
         # only a constant (`sk = ERR_PTR(-EBUSY)`, `p = NULL`) surely names no lock: `p = p->next`,
         # `sk = sock->sk` or `c = lookup()` may name the same one; a declaration is a new variable
-        if not keys or _constant(text) is None or value.parent.type == "init_declarator":
-            return state
         for key in keys:
             if ("held", key) in state:
                 moved = {f for f in state if f[0] in ("held", "implied") and f[-1] == key}
                 state = (state - moved) | {f[:-1] + (key + "'",) for f in moved} | {("stale", target)}
         return state
+
+    def _assignment(self, target: str, value, function: Function) -> tuple[str | None, bool, tuple[str, ...]]:
+        """What `target = value` means for any state, worked out once per assignment (every path
+        through it asks): the constant assigned, whether to remember it as the variable's value,
+        and the lock keys the assignment moves off target."""
+        memo = (function.name, target, value.start_byte, value.end_byte)
+        if memo not in self._assignments:
+            constant = _constant(squeeze(value.text.decode("utf-8", "replace")))
+            remembered = self.values and constant is not None and target in self.returned(function)
+            keys = self.named_by(function).get(target)
+            moves = bool(keys) and constant is not None and value.parent.type != "init_declarator"
+            self._assignments[memo] = (constant, remembered, tuple(sorted(keys)) if moves else ())
+        return self._assignments[memo]
 
     def returned(self, function: Function) -> set[str]:
         """Variables the function returns (`return err;`) and changes only by plain assignments
@@ -601,6 +613,10 @@ class LockTransfer(flow.Transfer):
 
 _ROOT = re.compile(r"^(&?\(?)([A-Za-z_]\w*)")
 _ACCESS_PATH = re.compile(r"^&?[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*|\[[^\]]*\])*$")
+_COPIES = cparse.query("""
+(assignment_expression right: (identifier) @copied)
+(init_declarator value: (identifier) @copied)
+""")
 _CONSTANT = re.compile(r"^(-?\d+|NULL|true|false|ERR_PTR\(.*\)|-E[A-Z0-9_]+)$")
 
 
@@ -644,15 +660,7 @@ def _in_loop(node: tree_sitter.Node, body: tree_sitter.Node) -> bool:
 
 def _copied(model: FileModel, function: Function) -> set[str]:
     """The variables the function copies into another (`prev = p;`, `T *q = p;`)."""
-    found, pending = set(), [function.body]
-    while pending:
-        node = pending.pop()
-        value = node.child_by_field_name("right") if node.type == "assignment_expression" else \
-            node.child_by_field_name("value") if node.type == "init_declarator" else None
-        if value is not None and value.type == "identifier":
-            found.add(model.text(value))
-        pending.extend(node.named_children)
-    return found
+    return {model.text(node) for node in cparse.captures(_COPIES, function.body).get("copied", [])}
 
 
 def returned_text(node: tree_sitter.Node) -> str | None:
