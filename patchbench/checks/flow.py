@@ -38,6 +38,7 @@ of two variables (`a == b`, `a != b`) is passed to `Transfer.equal()`.
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Hashable, Iterable
@@ -566,9 +567,13 @@ class _Walker:
             return
         arguments = [(index, squeeze(argument)) for index, argument in enumerate(call.args)
                      if squeeze(argument).isidentifier() and predicates.eligible(function, index)]
+        if not arguments:
+            return
         if self._assignments is None:
-            self._assignments = _assignments(self.function)
-        if not arguments or any(at != value.start_byte for at in self._assignments.get(target, [])):
+            self._assignments = _ASSIGNMENTS.get(self.function)
+            if self._assignments is None:
+                self._assignments = _ASSIGNMENTS[self.function] = _assignments(self.function)
+        if any(at != value.start_byte for at in self._assignments.get(target, [])):
             return
         arguments = [(index, argument) for index, argument in arguments
                      if not any(at > value.start_byte for at in self._assignments.get(argument, []))]
@@ -765,6 +770,9 @@ class _Walker:
 
     def text(self, node: tree_sitter.Node) -> str:
         return node.text.decode("utf-8", "replace") if node.text is not None else ""
+
+
+_ASSIGNMENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # Function -> _assignments()
 
 
 def _assignments(function: Function) -> dict[str, list[int]]:

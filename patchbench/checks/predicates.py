@@ -20,6 +20,7 @@ constant outside the texts are then unknown.
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass
 
 import tree_sitter
@@ -50,6 +51,17 @@ def eligible(function: Function, index: int) -> bool:
     """A small static function whose parameter `index` a caller may fix."""
     if not function.is_static or index >= len(function.params):
         return False
+    small = _SMALL.get(function)
+    if small is None:
+        small = _SMALL[function] = _small(function)
+    return small
+
+
+_SMALL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _small(function: Function) -> bool:
+    """At most MAX_NODES nodes and no call."""
     count, pending = 0, [function.body]
     while pending:
         node = pending.pop()
