@@ -28,18 +28,24 @@ A rule describes its semantics with a `Transfer`:
 Calls are evaluated innermost first, left to right; `call()` runs for every call, then, when the
 call (or a variable it was just assigned to: `err = mutex_lock_interruptible(m); if (err)`) is
 tested by a condition, `assume()` refines the state of each branch.
+
+A flag assigned the answer of a small static predicate of the file (`needs = pred(opt)`, see
+`Transfer.predicate` and predicates.py) is known where a `case C:` of `switch (opt)` or an
+`if (opt == C)` fixes opt: the predicate is run on C and the flag's tag set accordingly. A test
+of two variables (`a == b`, `a != b`) is passed to `Transfer.equal()`.
 """
 
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Hashable, Iterable
 
 import tree_sitter
 
-from patchbench.checks import kfacts
+from patchbench.checks import kfacts, predicates
 from patchbench.checks.model import CallSite, Function, squeeze
 
 State = Hashable
@@ -85,6 +91,11 @@ class Transfer:
         """`target = value` (declaration or assignment statement), after the calls in value."""
         return state
 
+    def equal(self, state: State, left: str, right: str, truth: bool) -> State:
+        """State after a branch learnt that the variables `left` and `right` (`a == b`, `a != b`)
+        are equal (truth) or not."""
+        return state
+
     def decisive(self, state: State) -> Hashable:
         """The facts of a state that branch tags exist to keep apart (held locks, for a lock rule):
         when paths must be merged, the tags that tell these apart are forgotten last."""
@@ -94,6 +105,12 @@ class Transfer:
         """State after control leaves the compound statement `block` (its end, or a return,
         break, continue or goto out of it): where cleanup.h's guard() releases its lock."""
         return state
+
+    def predicate(self, name: str) -> Function | None:
+        """The in-file function `name` when the walk may evaluate it on a constant (a small
+        static predicate, see predicates.py): a flag assigned its answer (`flag = pred(x)`) is
+        then known where a `case C:` or `if (x == C)` fixes x."""
+        return None
 
 
 @dataclass
@@ -160,6 +177,8 @@ class _Walker:
         self.breaks: list[set] = []
         self.continues: list[set] = []
         self.tested: dict[str, CallSite] = {}   # variable -> the call whose result it holds
+        self.flags: dict[str, tuple[Function, list[tuple[int, str]]]] = {}   # see fixed()
+        self._assignments: dict[str, list[int]] | None = None
         self.tag_texts: set[str] = set()         # the text of every branch tag a state may carry
         self.result = FlowResult(function)
         self.blocks: list[tree_sitter.Node] = []   # the compound statements open at this point
@@ -334,6 +353,14 @@ class _Walker:
     def if_statement(self, node: tree_sitter.Node, states: set) -> set:
         condition = node.child_by_field_name("condition")
         taken, not_taken = self.condition(condition, states)
+        if self.flags:   # `if (x == C)`: a flag holding a predicate of x is known on both ways
+            compared = self.comparison(condition)
+            if compared is not None:
+                subject, label, equal = compared
+                taken = self.fixed(taken, subject, predicates.Is(label) if equal
+                                   else predicates.NoneOf(frozenset({label})))
+                not_taken = self.fixed(not_taken, subject, predicates.NoneOf(frozenset({label})) if equal
+                                       else predicates.Is(label))
         tag = self.branch_tag(condition)
         if tag is not None:   # tagged on entry, so that paths leaving by break/goto/return keep it
             text, truth = tag
@@ -354,6 +381,19 @@ class _Walker:
             if untagged_out == untagged_not_taken:
                 return untagged_out   # the branches agree: forget the test
         return out | not_taken
+
+    def comparison(self, condition: tree_sitter.Node | None) -> tuple[str, str, bool] | None:
+        """(variable, constant, True) for `x == C` (also `C == x`), False for `x != C`."""
+        node = _unwrap(condition) if condition is not None else None
+        if node is None or node.type != "binary_expression" or self.operator(node) not in ("==", "!="):
+            return None
+        left = squeeze(self.text(_unwrap(node.child_by_field_name("left"))))
+        right = squeeze(self.text(_unwrap(node.child_by_field_name("right"))))
+        if predicates.constant(left):
+            left, right = right, left
+        if not left.isidentifier() or not predicates.constant(right):
+            return None
+        return left, right, self.operator(node) == "=="
 
     def branch_tag(self, condition: tree_sitter.Node | None) -> tuple[str, bool] | None:
         """(text, truth) of a call-free condition, with `!` peeled off and `a != b` read as
@@ -499,15 +539,63 @@ class _Walker:
         self.break_depths.append(len(self.blocks))
         falling: set = set()
         has_default = False
-        for case in _cases(body.named_children) if body is not None else []:
+        cases = _cases(body.named_children) if body is not None else []
+        subject = squeeze(self.text(_unwrap(node.child_by_field_name("condition"))))
+        labels = [squeeze(self.text(value)) for case in cases if case.type == "case_statement"
+                  and (value := case.child_by_field_name("value")) is not None]
+        others = predicates.NoneOf(frozenset(labels)) if all(map(predicates.constant, labels)) else None
+        for case in cases:
             if case.type == "case_statement":
-                has_default |= case.child_by_field_name("value") is None
-                falling = self.statement(case, falling | states)
+                value = case.child_by_field_name("value")
+                has_default |= value is None
+                label = squeeze(self.text(value)) if value is not None else None
+                fixing = others if label is None else predicates.Is(label) if predicates.constant(label) else None
+                entering = self.fixed(states, subject, fixing)
+                falling = self.statement(case, falling | entering)
             else:
                 falling = self.statement(case, falling)
         self.break_depths.pop()
         out = self.breaks.pop() | falling
-        return out if has_default else out | states
+        return out if has_default else out | self.fixed(states, subject, others)
+
+    def flag(self, target: str, call: CallSite, value: tree_sitter.Node) -> None:
+        """Note `target = pred(x)` (pred a small static predicate, see Transfer.predicate) when
+        neither target nor x is assigned anywhere after it: fixed() then knows target's value
+        where x is fixed to a constant."""
+        function = self.transfer.predicate(call.name)
+        if function is None or not target.isidentifier():
+            return
+        arguments = [(index, squeeze(argument)) for index, argument in enumerate(call.args)
+                     if squeeze(argument).isidentifier() and predicates.eligible(function, index)]
+        if not arguments:
+            return
+        if self._assignments is None:
+            self._assignments = _ASSIGNMENTS.get(self.function)
+            if self._assignments is None:
+                self._assignments = _ASSIGNMENTS[self.function] = _assignments(self.function)
+        if any(at != value.start_byte for at in self._assignments.get(target, [])):
+            return
+        arguments = [(index, argument) for index, argument in arguments
+                     if not any(at > value.start_byte for at in self._assignments.get(argument, []))]
+        if arguments:
+            self.flags[target] = (function, arguments)
+
+    def fixed(self, states: set, subject: str, value) -> set:
+        """The states of a path on which `subject` has `value` (predicates.Is or NoneOf): a flag
+        holding a predicate of subject (`needs = pred(subject)`) is known there; the states
+        tagged with its other value do not take this path."""
+        if value is None or not self.flags or not self.transfer.correlate_branches:
+            return states
+        for flag in sorted(self.flags):
+            function, arguments = self.flags[flag]
+            for index, argument in arguments:
+                truth = predicates.evaluate(function, index, value) if argument == subject else None
+                if truth is None:
+                    continue
+                self.tag_texts.add(flag)
+                states = {_tagged(state, flag, truth) for state in states
+                          if ("branch", flag, not truth) not in state}
+        return states
 
     # -- expressions ------------------------------------------------------------------------
     def expression(self, node: tree_sitter.Node | None, states: set, assignments: bool = True) -> set:
@@ -566,10 +654,13 @@ class _Walker:
         if value is None:
             return states
         inner = _unwrap(value)
+        self.flags.pop(target, None)
         if inner.type == "call_expression" and plain:
             calls = self.function.calls_within(inner)
             if calls and calls[-1].node == inner:
                 self.tested[target] = calls[-1]
+                if self.transfer.correlate_branches:
+                    self.flag(target, calls[-1], value)
         else:
             self.tested.pop(target, None)
         if self.transfer.correlate_branches:
@@ -642,6 +733,16 @@ class _Walker:
         else:
             states = self.expression(node, states)
         taken, not_taken = states, states
+        if kind == "binary_expression" and self.operator(node) in ("==", "!="):
+            left = _unwrap(node.child_by_field_name("left"))
+            right = _unwrap(node.child_by_field_name("right"))
+            if left.type == "identifier" and right.type == "identifier" and not (
+                    predicates.constant(self.text(left)) or predicates.constant(self.text(right))):
+                # `if (ssk != prev_ssk)`
+                same = self.operator(node) == "=="
+                left, right = self.text(left), self.text(right)
+                taken = {self.transfer.equal(state, left, right, same) for state in taken}
+                not_taken = {self.transfer.equal(state, left, right, not same) for state in not_taken}
         if tested is not None:
             taken = {self.transfer.assume(state, tested, True) for state in taken}
             not_taken = {self.transfer.assume(state, tested, False) for state in not_taken}
@@ -669,6 +770,31 @@ class _Walker:
 
     def text(self, node: tree_sitter.Node) -> str:
         return node.text.decode("utf-8", "replace") if node.text is not None else ""
+
+
+_ASSIGNMENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # Function -> _assignments()
+
+
+def _assignments(function: Function) -> dict[str, list[int]]:
+    """variable -> the start bytes of the values assigned to it (`x = v`, `int x = v`, `x += v`),
+    of its updates (`x++`) and of calls given its address (`foo(&x)`)."""
+    found: dict[str, list[int]] = {}
+    pending = [function.body]
+    while pending:
+        node = pending.pop()
+        target = at = None
+        if node.type == "assignment_expression":
+            target, at = node.child_by_field_name("left"), node.child_by_field_name("right")
+        elif node.type == "init_declarator":
+            target, at = node.child_by_field_name("declarator"), node.child_by_field_name("value")
+        elif node.type == "update_expression":
+            target = at = node.child_by_field_name("argument")
+        elif node.type == "pointer_expression" and node.children and node.children[0].type == "&":
+            target = at = node.child_by_field_name("argument")
+        if target is not None and at is not None and target.type == "identifier":
+            found.setdefault(target.text.decode("utf-8", "replace"), []).append(at.start_byte)
+        pending.extend(node.named_children)
+    return found
 
 
 def _branch_body(node: tree_sitter.Node) -> list[tree_sitter.Node]:

@@ -97,6 +97,8 @@ class LockTransfer(flow.Transfer):
         self._named: dict[Function, dict[str, set[str]]] = {}   # variable -> keys of locks it names
         self._returned: dict[Function, set[str]] = {}
         self._conditional: dict[str, tuple] = {}   # callee -> (its summary, conditional_effects())
+        self._via: set[str] = set()   # the variables ("via", variable, key) was ever given for
+        self._handed: dict[tuple, tuple] = {}   # (call, key, truth) -> (callee's summary, handed_key())
         self._ops: dict[CallSite, tuple[LockOp, str] | None] = {}
         self._tested: dict[tuple[Function, str], str] = {}   # (function, tested text) -> its key
         self._through: dict[tuple[Function, str], frozenset] = {}   # see through()
@@ -130,6 +132,10 @@ class LockTransfer(flow.Transfer):
 
     def function_of(self, call: CallSite) -> Function | None:
         return self.model.functions.get(call.function)
+
+    def predicate(self, name: str) -> Function | None:
+        function = self.model.functions.get(name)
+        return function if function is not None and function.is_static else None
 
     def changes(self, call: CallSite) -> bool:
         return self.op(call) is not None or call.name in self.summaries or bool(self.wrapped(call)) \
@@ -172,9 +178,20 @@ class LockTransfer(flow.Transfer):
         variable = _root(call.args[op.argument]) if op.key != "global" else None
         if ("stale", variable) in state:
             if op.action != "release":   # the variable names a new lock from here on
-                return self.apply(state - {("stale", variable)}, op, key)
+                return self.through_variable(self.apply(state - {("stale", variable)}, op, key), op, key, variable)
             return self.apply(state, op, key, renamed=True)
-        return self.apply(state, op, key)
+        return self.through_variable(self.apply(state, op, key), op, key, variable)
+
+    def through_variable(self, state: frozenset, op: LockOp, key: str, variable: str | None) -> frozenset:
+        """With `values`: ("via", variable, key) for a lock just taken through `variable`
+        (`spin_lock(&owner->lock)`), kept while the variable (or a copy of it, `prev = owner`, or
+        a variable found equal to it, `if (owner == prev)`) still points at the locked object:
+        a later `if (!owner)` then knows the lock is not held on its NULL side."""
+        if not self.values or variable is None or op.action not in ("acquire", "try_fail") or \
+                ("held", key) not in state:
+            return state
+        self._via.add(variable)
+        return state | {("via", variable, key)}
 
     def wrapped(self, call: CallSite) -> list[tuple[LockOp, str]]:
         """The lock operations a header wrapper (static inline foo_chan_lock() around
@@ -201,7 +218,7 @@ class LockTransfer(flow.Transfer):
                                  and ("held", fact[2]) not in state}
             state = state - self.implied(op, key)
             if ("held", key) in state:
-                return (state - {("held", key)}) | {("released", key)}
+                return _unvia(state - {("held", key)}, key) | {("released", key)}
             if op.field:   # wiphy_unlock(w) after mutex_lock_nested(&w->mtx, 1)
                 mutex = f"{key.split(':', 1)[1]}.{op.field}"
                 if ("held", mutex) in state:
@@ -239,6 +256,14 @@ class LockTransfer(flow.Transfer):
         return frozenset(fact for fact in state if fact[0] == "held")
 
     def assign(self, state: frozenset, target: str, value, function: Function) -> frozenset:
+        if self._via:
+            source = value.text.decode("utf-8", "replace") if value.type == "identifier" else None
+            if (target in self._via or source in self._via) and any(fact[0] == "via" for fact in state):
+                # `prev = owner;` names what owner names; `owner = next;` no longer does
+                copied = {("via", target, fact[2]) for fact in state if fact[0] == "via" and fact[1] == source}
+                if copied:
+                    self._via.add(target)
+                state = frozenset(f for f in state if not (f[0] == "via" and f[1] == target)) | copied
         constant, remembered, keys = self._assignment(target, value, function)
         stale = [f for f in state if (f[0] == "iff" or (self.values and f[0] == "value")) and f[1] == target]
         if stale:
@@ -323,7 +348,11 @@ class LockTransfer(flow.Transfer):
                     if truth != when:
                         continue
                     mine = self.model.at_call_site(key, summary.function, call)
-                    if kind == "held":   # `chan = l2cap_get_chan_by_scid(); if (!chan)`
+                    handed = self.handed_key(summary, key, when, call) if kind == "held" else None
+                    if handed is not None:   # `b = find_locked(t, &slot); if (!b)`: b's and slot's locks
+                        state = state | {("held", handed[0])} | {("implied", flavour, handed[0])
+                                                                 for flavour in handed[1]}
+                    elif kind == "held":   # `chan = l2cap_get_chan_by_scid(); if (!chan)`
                         # only the returned object's lock or one named through a parameter: a
                         # lock reached through an out-parameter (*cbdr) or a global is not followed
                         declarator = summary.function.node.child_by_field_name("declarator")
@@ -341,6 +370,67 @@ class LockTransfer(flow.Transfer):
             return state - {("held", key)}
         return state
 
+    def handed_key(self, summary, key: str, when: bool, call: CallSite) -> tuple[str, frozenset] | None:
+        """The caller's key of a lock the callee returns holding (conditional_effects) when it
+        took it through a variable it hands to its caller: the variable it returns (`return b;`
+        where it holds the lock) or stores through an out-parameter (`*slot_ret = slot;`). The
+        caller names it through the variable it receives it in (`b = find(t, &slot)`: `b->lock`,
+        `slot->lock`); with the flavours (bh, irq) the callee's lock call disabled, when every
+        holding return has them. None when the lock is not handed that way."""
+        memo = (call, key, when)
+        cached = self._handed.get(memo)
+        if cached is None or cached[0] is not summary:
+            cached = (summary, self._handed_key(summary, key, when, call))
+            self._handed[memo] = cached
+        return cached[1]
+
+    def _handed_key(self, summary, key: str, when: bool, call: CallSite) -> tuple[str, frozenset] | None:
+        callee = summary.function
+        roots = set()
+        for taking in callee.calls:
+            found = self.op(taking)
+            if found is None or found[1] != key or found[0].action == "release" or found[0].key == "global" \
+                    or found[0].argument >= len(taking.args) or taking in self._blocks:
+                continue
+            roots.add((_root(taking.args[found[0].argument]), taking.args[found[0].argument], found[0]))
+        if len({root for root, _, _ in roots}) != 1:
+            return None
+        variable, argument, op = sorted(roots, key=lambda r: (r[1], r[2].kind))[0]
+        holding = [(node, state) for node, state in summary.result.returns
+                   if returned_truth(node, state, self.holds_through(callee, node, state)) == when]
+        if not holding or any(("held", key) not in state for _, state in holding):
+            return None
+        flavours = frozenset.intersection(*(frozenset(fact[1] for fact in state if fact[0] == "implied"
+                                                      and fact[2] == key) for _, state in holding))
+        receiver = None
+        if all(returned_text(node) == variable for node, _ in holding):
+            receiver = _receiver(call)
+        else:
+            index = _out_parameter(callee, variable)
+            if index is not None and index < len(call.args) and call.args[index].startswith("&") \
+                    and call.args[index][1:].isidentifier():
+                receiver = call.args[index][1:]
+        if receiver is None:
+            return None
+        match = _ROOT.match(argument)
+        text = match.group(1) + receiver + argument[match.end():]
+        mine = lock_key(self.model, self.function_of(call), call, op, [text] * (op.argument + 1))
+        return (mine, flavours) if mine is not None else None
+
+    def holds_through(self, function: Function, node, state: frozenset) -> bool:
+        """The return gives a variable through which the function took a lock still held on
+        this path (`spin_lock(&b->lock); ... return b;`): it is not NULL."""
+        text = returned_text(node)
+        if text is None or not text.isidentifier():
+            return False
+        for call in function.calls:
+            found = self.op(call)
+            if found is not None and found[0].action != "release" and found[0].key != "global" and \
+                    found[0].argument < len(call.args) and _root(call.args[found[0].argument]) == text \
+                    and ("held", found[1]) in state:
+                return True
+        return False
+
     def leave_block(self, state: frozenset, block) -> frozenset:
         ending = {fact for fact in state if fact[0] == "scope" and fact[1] == block.start_byte}
         if not ending:
@@ -348,7 +438,24 @@ class LockTransfer(flow.Transfer):
         keys = {fact[2] for fact in ending}
         return (state - ending - {("held", key) for key in keys}) | {("released", key) for key in keys}
 
+    def equal(self, state: frozenset, left: str, right: str, truth: bool) -> frozenset:
+        """`if (owner == prev)`: equal pointers name the same locked objects."""
+        if not truth or not self.values:
+            return state
+        if left not in self._via and right not in self._via:
+            return state
+        named = {fact for fact in state if fact[0] == "via" and fact[1] in (left, right)}
+        if not named:
+            return state
+        self._via.update((left, right))
+        return state | {("via", right if fact[1] == left else left, fact[2]) for fact in named}
+
     def test(self, state: frozenset, expression: str, truth: bool, function: Function) -> frozenset:
+        if not truth and expression in self._via:
+            # `if (owner) flush(owner);`: a NULL owner names no lock it was taken through
+            for fact in sorted(f for f in state if f[0] == "via" and f[1] == expression):
+                if ("held", fact[2]) in state:
+                    state = _unvia(state - {("held", fact[2])} - self.implied_by(state, fact[2]), fact[2])
         flagged = {fact for fact in state if fact[0] == "iff" and fact[1] == expression}
         if flagged:   # the callee dropped the lock exactly when it set this flag
             state = state - flagged
@@ -427,7 +534,8 @@ class LockTransfer(flow.Transfer):
         if cached is not None and cached[0] is summary:
             return cached[1]
         found = []
-        exits = [(returned_truth(node, state), state) for node, state in summary.result.returns]
+        exits = [(returned_truth(node, state, self.holds_through(summary.function, node, state)), state)
+                 for node, state in summary.result.returns]
         entry = {fact for fact in summary.entry if fact[0] in ("held", "caller")}
         facts = {fact for _, state in exits for fact in state if fact[0] in ("held", "caller")} - entry
         retaken = {key for kind, key in facts if kind == "caller" and ("held", key) in facts}
@@ -520,7 +628,13 @@ def _returns_pointer(function: Function) -> bool:
 def released(state: frozenset, key: str) -> frozenset:
     """The lock released whole, by a callee or through another name: with what it disabled."""
     ending = {fact for fact in state if fact[0] == "implied" and fact[2] == key} | {("held", key)}
-    return (state - ending) | {("released", key)}
+    return _unvia(state - ending, key) | {("released", key)}
+
+
+def _unvia(state: frozenset, key: str) -> frozenset:
+    """state without the variables that named the lock `key` (it is no longer held)."""
+    stale = {fact for fact in state if fact[0] == "via" and fact[2] == key}
+    return state - stale if stale else state
 
 
 def _assigned_after(function: Function, variable: str, after: int) -> bool:
@@ -563,9 +677,10 @@ def returned(node: tree_sitter.Node, state: frozenset) -> str | None:
     return next((fact[2] for fact in state if fact[0] == "value" and fact[1] == text), text)
 
 
-def returned_truth(node: tree_sitter.Node, state: frozenset) -> bool | None:
+def returned_truth(node: tree_sitter.Node, state: frozenset, dereferenced: bool = False) -> bool | None:
     """Whether a return gives a nonzero value on this path, when the path tested it
-    (`if (c) lock(c); return c;`) or it is a constant; None when unknown."""
+    (`if (c) lock(c); return c;`) or it is a constant; None when unknown. `dereferenced`: the
+    returned pointer was dereferenced on this path (a lock taken through it is held)."""
     text = returned_text(node)
     if text is None:
         return None
@@ -575,7 +690,36 @@ def returned_truth(node: tree_sitter.Node, state: frozenset) -> bool | None:
     value = returned(node, state)
     if value in ("0", "NULL", "false"):
         return False
-    return True if _CONSTANT.match(value) else None
+    return True if _CONSTANT.match(value) or (dereferenced and value == text) else None
+
+
+def _receiver(call: CallSite) -> str | None:
+    """The variable the call's value is stored in (`b = find(...)`, `T *b = find(...)`)."""
+    parent = call.node.parent
+    while parent is not None and parent.type == "parenthesized_expression":
+        parent = parent.parent
+    target = parent.child_by_field_name("left") if parent is not None and parent.type == "assignment_expression" \
+        else parent.child_by_field_name("declarator") if parent is not None and parent.type == "init_declarator" \
+        else None
+    while target is not None and target.type == "pointer_declarator":
+        target = target.child_by_field_name("declarator")
+    return target.text.decode("utf-8", "replace") if target is not None and target.type == "identifier" else None
+
+
+def _out_parameter(function: Function, variable: str) -> int | None:
+    """The index of the parameter P the function stores `variable` through (`*P = variable;`)."""
+    pending = [function.body]
+    while pending:
+        node = pending.pop()
+        if node.type == "assignment_expression" and node.child_by_field_name("right").type == "identifier" \
+                and node.child_by_field_name("right").text.decode() == variable:
+            left = node.child_by_field_name("left")
+            if left.type == "pointer_expression" and left.child_by_field_name("argument").type == "identifier":
+                name = left.child_by_field_name("argument").text.decode()
+                if name in function.params:
+                    return function.params.index(name)
+        pending.extend(node.named_children)
+    return None
 
 
 def _root(argument: str) -> str | None:
