@@ -14,7 +14,6 @@ Workers are replaced after TASKS_PER_WORKER tasks so that tree-sitter's memory g
 
 from __future__ import annotations
 
-import gc
 import multiprocessing
 import signal
 import sys
@@ -43,9 +42,6 @@ def _serve(work: Callable, connection: Connection, inherited: list[Connection]) 
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)   # blocked since the fork; ignored from now on
     for other in inherited:   # the other workers' pipe ends, copied by the fork
         other.close()
-    # The walks allocate millions of short-lived states and facts, few of them in cycles: collect
-    # the young generation every 50 000 allocations rather than every 700 (a few % of the CPU).
-    gc.set_threshold(50_000, 50, 100)
     try:
         while (task := connection.recv()) is not None:
             try:
