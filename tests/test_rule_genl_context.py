@@ -24,3 +24,10 @@ def test_the_op_internal_flags_choose_what_pre_doit_holds():
     # NL80211_FLAG_NEED_WIPHY: the wiphy mutex, the list's update side; with
     # NL80211_FLAG_NO_WIPHY_MTX nothing is held
     assert reported("nl80211_like.c") == {"unlocked_doit"}
+
+
+def test_a_pointer_in_a_private_stack_object_set_to_new_memory_needs_no_section():
+    # rcu_access_pointer(h.blob)->len of a local struct the function filled with fresh memory,
+    # before its address is taken: nothing else sees it. A copy of a shared object, or a read
+    # after &h was handed on, is reported.
+    assert reported("stack_object.c") == {"copy_shared", "published"}
