@@ -43,7 +43,7 @@ SUFFIXES = (".c", ".h")
 SKIPPED_DIRS = ("tools/", "Documentation/", "scripts/", "samples/", "usr/", "LICENSES/")
 DEPTH = 2    # callers of callers consulted for a caller's own entry
 # Bump when scan() changes what it records: every stored scan and index is then rebuilt.
-SCAN_VERSION = 9
+SCAN_VERSION = 10
 FANOUT = 32  # files consulted for a caller's own entry (the first, by path): a meet needs few
 NEED_DEPTH = 1   # calls between a function and the RCU read that makes it need a section on entry
 
@@ -273,10 +273,15 @@ def _reads() -> dict[bytes, int | None]:
     argument (a read given one is checked against its lock, not a caller's section), from the
     facts table: rcu_dereference*, srcu_dereference, list_first_or_null_rcu. Not _protected, nor
     the forms RTNL also satisfies (rcu_dereference_rtnl: its callers hold one or the other), nor
-    the list walks, which accept the update-side lock a caller elsewhere may hold under any name."""
+    the list walks (statement macros, untracked), which accept the update-side lock a caller
+    elsewhere may hold under any name. The list accessors (list_first_or_null_rcu) are reads:
+    the update-side lock satisfies them only where the analysis sees it held (ppp's
+    ndo_fill_forward_path reads with nothing held, so dev_fill_forward_path()'s callers need a
+    section)."""
     readers = kfacts.readers()
     return {name.encode(): need.condition_arg for name, need in kfacts.dereferences().items()
-            if need.strict & readers and "rtnl" not in need.strict and not need.update_side}
+            if need.strict & readers and "rtnl" not in need.strict
+            and not (need.update_side and not need.tracked)}
 
 
 @lru_cache(maxsize=1)
