@@ -135,3 +135,10 @@ def test_a_call_through_an_ops_field_needs_what_any_implementation_needs(tree):
     assert [f.message for f in found] == [
         "wrap_fill_path() needs an RCU read-side section and is called outside one "
         "(through wrap_fill(), rcu_dereference() at drivers/path.c:7)"]
+
+
+def test_a_guard_class_defined_in_a_header_holds_its_lock(tree):
+    # include/guard_cfg.h: DEFINE_GUARD(gcfg, struct gcfg *, mutex_lock(&_T->mtx), ...): guard(gcfg)(c)
+    # and scoped_guard(gcfg, c) hold c->mtx, so only the work item without the guard is reported
+    found = lint([str(tree / "net")], jobs=1)
+    assert {(f.function, f.rule) for f in found} == {("gcfg_bare_work", "rcu-deref-unprotected")}

@@ -43,7 +43,7 @@ SUFFIXES = (".c", ".h")
 SKIPPED_DIRS = ("tools/", "Documentation/", "scripts/", "samples/", "usr/", "LICENSES/")
 DEPTH = 2    # callers of callers consulted for a caller's own entry
 # Bump when scan() changes what it records: every stored scan and index is then rebuilt.
-SCAN_VERSION = 8
+SCAN_VERSION = 10
 FANOUT = 32  # files consulted for a caller's own entry (the first, by path): a meet needs few
 NEED_DEPTH = 1   # calls between a function and the RCU read that makes it need a section on entry
 
@@ -69,6 +69,10 @@ _FIELD_INIT = re.compile(rb"\.\s*(\w+)\s*=\s*&?\s*([A-Za-z_]\w*)\s*[,}\n]")
 _FIELD_SET = re.compile(rb"(?:->|\.)\s*(\w+)\s*=\s*&?\s*([A-Za-z_]\w*)\s*;")
 _STATIC = re.compile(rb"\bstatic\b")
 _MUST_HOLD_RCU = re.compile(rb"__must_hold\s*\(\s*RCU\s*\)|__releases\s*\(\s*RCU\s*\)")
+# cleanup.h guard classes: DEFINE_GUARD(name, type, lock, unlock) holds the lock expression with
+# _T the guarded pointer; DEFINE_LOCK_GUARD_1(name, type, lock, unlock, ...) with _T->lock it
+_GUARD_DEFINITION = re.compile(rb"^[ \t]*(DEFINE_GUARD|DEFINE_LOCK_GUARD_1)\s*\(", re.M)
+_GUARD_PLACEHOLDER = {b"DEFINE_GUARD": r"\b_T\b", b"DEFINE_LOCK_GUARD_1": r"\b_T->lock\b"}
 
 
 # -- the scan of one file ----------------------------------------------------------------------
@@ -209,7 +213,34 @@ def scan(source: bytes) -> dict:
         kind = fields.get(match.group(1).decode("latin-1"))
         if kind:
             regs.append([match.group(2).decode("latin-1"), kind, ""])
-    return {"defs": defs, "calls": calls, "regs": regs, "reads": reads, "queue": queue}
+    return {"defs": defs, "calls": calls, "regs": regs, "reads": reads, "queue": queue,
+            "guards": guard_classes(text)}
+
+
+def guard_classes(text: bytes) -> dict[str, list[str]]:
+    """{class: [lock spelling, [argument texts with the guarded object as "_T"]]} of the guard
+    classes the text defines whose lock expression is one call of a lock spelling of the facts
+    table (DEFINE_GUARD(mvm, struct iwl_mvm *, mutex_lock(&_T->mutex), ...) -> mvm: mutex_lock,
+    ["&_T->mutex"]): a guard(mvm)(m) takes what mutex_lock(&m->mutex) takes."""
+    if b"DEFINE_" not in text:
+        return {}
+    found = {}
+    for match in _GUARD_DEFINITION.finditer(text):
+        arguments = _arguments(text, match.end())
+        if len(arguments) < 4:
+            continue
+        call = re.fullmatch(rb"([A-Za-z_]\w*)\s*\((.*)\)", arguments[2], re.S)
+        if call is None or call.group(1) not in _lock_spellings():
+            continue
+        op = kfacts.lock_op(call.group(1).decode())
+        if op.action not in ("acquire", "try_fail"):
+            continue
+        inner = _arguments(call.group(2) + b")", 0)
+        placeholder = _GUARD_PLACEHOLDER[match.group(1)]
+        found[arguments[0].decode("latin-1")] = [
+            call.group(1).decode(), [re.sub(placeholder, "_T", b"".join(a.split()).decode("latin-1"))
+                                     for a in inner]]
+    return found
 
 
 class _Lines:
@@ -242,10 +273,15 @@ def _reads() -> dict[bytes, int | None]:
     argument (a read given one is checked against its lock, not a caller's section), from the
     facts table: rcu_dereference*, srcu_dereference, list_first_or_null_rcu. Not _protected, nor
     the forms RTNL also satisfies (rcu_dereference_rtnl: its callers hold one or the other), nor
-    the list walks, which accept the update-side lock a caller elsewhere may hold under any name."""
+    the list walks (statement macros, untracked), which accept the update-side lock a caller
+    elsewhere may hold under any name. The list accessors (list_first_or_null_rcu) are reads:
+    the update-side lock satisfies them only where the analysis sees it held (ppp's
+    ndo_fill_forward_path reads with nothing held, so dev_fill_forward_path()'s callers need a
+    section)."""
     readers = kfacts.readers()
     return {name.encode(): need.condition_arg for name, need in kfacts.dereferences().items()
-            if need.strict & readers and "rtnl" not in need.strict and not need.update_side}
+            if need.strict & readers and "rtnl" not in need.strict
+            and not (need.update_side and not need.tracked)}
 
 
 @lru_cache(maxsize=1)
@@ -454,6 +490,10 @@ class CallIndex:
         """[params, effect] of the global function `name` of a .c file that leaves locks taken
         or released in its caller (ovs_lock()), None for others (or when definitions differ)."""
         found = self._query("SELECT effect FROM c_wrappers WHERE name = ?", name)
+        return json.loads(found[0][0]) if found else None
+
+    def guard_of(self, name: str) -> list | None:
+        found = self._query("SELECT effect FROM guards WHERE name = ?", name)
         return json.loads(found[0][0]) if found else None
 
     @cached_property
@@ -668,6 +708,16 @@ def c_wrapper(name: str) -> tuple[list[str], list[list[str]]] | None:
     return _lock_effect(CallIndex.c_wrapper_of, name)
 
 
+def guard_class(name: str) -> tuple[str, list[str]] | None:
+    """(lock spelling, argument texts with the guarded object as "_T") of a guard class a header
+    or .c file of the tree defines with DEFINE_GUARD / DEFINE_LOCK_GUARD_1 (see guard_classes),
+    when its definitions agree; None otherwise or without an index."""
+    if not _ACTIVE:
+        return None
+    found = _ACTIVE[-1][0].guard_of(name)
+    return (found[0], found[1]) if found else None
+
+
 def need(name: str) -> tuple[str, str, int, str] | None:
     """What the index in use knows `name` (defined in another file or a header) to need on entry:
     see CallIndex.need_of; None without an index."""
@@ -767,6 +817,7 @@ def _scan_blob(item: tuple[str, str, Path]) -> dict:
         found = scan(_read(path, blob))
         _store_scan(directory, blob, found)
     return {"defs": found["defs"], "regs": found["regs"], "reads": found["reads"], "queue": found["queue"],
+            "guards": found["guards"],
             "called": sorted({c for called in found["calls"].values() for c, _ in called})}
 
 
@@ -831,6 +882,7 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
                             via TEXT);
         CREATE TABLE queue_wrappers (name TEXT PRIMARY KEY, effect TEXT);
         CREATE TABLE c_wrappers (name TEXT PRIMARY KEY, effect TEXT);
+        CREATE TABLE guards (name TEXT PRIMARY KEY, effect TEXT);
     """)
     database.executemany("INSERT INTO needs VALUES (?, ?, ?, ?, ?, ?)",
                          _needs(blobs, summaries, directory))
@@ -842,7 +894,12 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
     # None when two global definitions differ
     c_wrappers: dict[str, str | None] = {}
     queue_wrappers: dict[str, str] = {}
+    # guard classes (DEFINE_GUARD): name -> [spelling, arguments], None when two definitions differ
+    guards: dict[str, str | None] = {}
     for number, ((path, _), found) in enumerate(zip(blobs, summaries)):
+        for name, effect in found["guards"].items():
+            effect = json.dumps(effect)
+            guards[name] = effect if guards.get(name, effect) == effect else None
         header = path.endswith(".h")
         if header:
             for name, effect in found["queue"].items():
@@ -865,6 +922,8 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
                              ((name, number) for name in found["called"] if name in defined))
     database.executemany("INSERT INTO wrappers VALUES (?, ?)", sorted(wrappers.items()))
     database.executemany("INSERT INTO queue_wrappers VALUES (?, ?)", sorted(queue_wrappers.items()))
+    database.executemany("INSERT INTO guards VALUES (?, ?)",
+                         sorted((name, effect) for name, effect in guards.items() if effect))
     database.executemany("INSERT INTO c_wrappers VALUES (?, ?)",
                          sorted((name, effect) for name, effect in c_wrappers.items() if effect))
     database.executescript("""

@@ -240,3 +240,42 @@ def follows(kind: str, struct: str) -> str | None:
     """The field of the same initialiser whose exit state `struct.kind` runs in (seq_file's
     show runs inside start's section), or None."""
     return table()["context"]["follows"].get(f"{struct}.{kind}")
+
+
+# -- genetlink ---------------------------------------------------------------------------------
+
+def genl_doit(kind: str, struct: str) -> bool:
+    """Whether `.kind = fn` in an initialiser of `struct` is a genetlink op's doit."""
+    return f"{struct}.{kind}" in table()["genl"]["doits"]
+
+
+def genl_families() -> frozenset[tuple[str, str]]:
+    """(family struct, field) of the fields naming a family's array of ops."""
+    return frozenset(tuple(entry.split(".", 1)) for entry in table()["genl"]["families"])
+
+
+def genl_held(pre_doit: str, flags: str) -> list[tuple[LockOp, str]]:
+    """(op of the spelling, object path) of each lock `pre_doit` leaves held for an op whose
+    internal flags read `flags` ([genl.pre_doit])."""
+    held = []
+    for entry in table()["genl"].get("pre_doit", {}).get(pre_doit, ()):
+        if "when" in entry and not re.search(entry["when"], flags):
+            continue
+        if "unless" in entry and re.search(entry["unless"], flags):
+            continue
+        op = lock_op(entry["lock"])
+        if op is not None:
+            held.append((op, entry.get("object", "")))
+    return held
+
+
+def object_lock_field(key: str) -> str | None:
+    """"<object>.<field>" for the key "<kind>:<object>" of an object lock that is the mutex in
+    that field of the object (devl:devlink is devlink.lock), else None."""
+    kind, _, obj = key.partition(":")
+    if not obj:
+        return None
+    for family in table()["lock"].values():
+        if family["kind"] == kind and family.get("field"):
+            return f"{obj}.{family['field']}"
+    return None

@@ -72,7 +72,25 @@ def guard_call(call: CallSite) -> tuple[LockOp, list[str], tree_sitter.Node] | N
         return None
     if found is None or block is None:
         return None
+    if found[1].kind == "guard" and args:   # a class the table does not know: its DEFINE_GUARD
+        defined = callindex.guard_class(found[0])
+        op = kfacts.lock_op(defined[0]) if defined else None
+        if op is not None:
+            return op, [_instantiate(argument, args[0]) for argument in defined[1]], block
     return found[1], args, block
+
+
+def _instantiate(template: str, guarded: str) -> str:
+    """A guard class's lock argument with _T replaced by the guarded object's text."""
+    if _SIMPLE.fullmatch(guarded):
+        if guarded.startswith("&"):   # guard(foo)(&x): &x->lock is x.lock
+            template = re.sub(r"\b_T->", guarded[1:] + ".", template)
+    else:
+        guarded = f"({guarded})"
+    return re.sub(r"\b_T\b", lambda _: guarded, template)
+
+
+_SIMPLE = re.compile(r"&?[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*)*")
 
 
 def annotated_keys(model: FileModel, function: Function, *names: str) -> frozenset[str]:

@@ -151,9 +151,20 @@ class FileModel:
     # the fields of each ops initialiser (by its start byte), and which one registers (function, field)
     ops_groups: dict[int, dict[str, str]] = field(default_factory=dict)
     ops_group_of: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (function, field) -> (declared name, {field: value text}) of each initialiser entry
+    # registering it (one element of an array of ops: `{ .cmd = X, .doit = fn, .internal_flags = F }`)
+    ops_entries: dict[tuple[str, str], list[tuple[str, dict[str, str]]]] = field(default_factory=dict)
     # `check` only: the file's text in the patch's parent (None in lint, or for a new file), so
     # that a rule can tell what the patch changed (a read-side section the patch removed)
     previous: bytes | None = None
+
+    def initialiser_naming(self, value: str, fields: Iterable[tuple[str, str]]) -> dict[str, str]:
+        """The functions an initialiser of (struct, field) in `fields` registers, by field, when
+        that field's value is `value` (the genl_family whose .small_ops is the array `value`)."""
+        for (name, kind), struct in sorted(self.ops_structs.items()):
+            if (struct, kind) in fields and name == value:
+                return self.ops_groups.get(self.ops_group_of[(name, kind)], {})
+        return {}
 
     def sibling(self, name: str, kind: str, other: str) -> str | None:
         """The function registered as field `other` in the initialiser registering `name` as `kind`."""
@@ -190,6 +201,8 @@ class FileModel:
                     model.ops_structs[(name, kind)] = struct
                     model.ops_groups.setdefault(group, {})[kind] = name
                     model.ops_group_of[(name, kind)] = group
+                    model.ops_entries.setdefault((name, kind), []).append(
+                        _entry(found["init_field"][0], source))
             elif "set_fn" in found:
                 kind = REGISTRATION_FIELDS.get(model.text(found["set_field"][0]))
                 if kind:
@@ -386,6 +399,31 @@ def _initialised_struct(node: tree_sitter.Node, source: bytes) -> tuple[str, int
     if kind is None or kind.type != "struct_specifier":
         return "", -1
     return _type_name(kind, source), node.start_byte
+
+
+def _entry(node: tree_sitter.Node, source: bytes) -> tuple[str, dict[str, str]]:
+    """(declared name, {field: squeezed value text}) of the innermost initialiser list holding
+    the field identifier `node`."""
+    entry = node
+    while entry is not None and entry.type != "initializer_list":
+        entry = entry.parent
+    fields = {}
+    for pair in entry.named_children if entry is not None else ():
+        designator, value = pair.child_by_field_name("designator"), pair.child_by_field_name("value")
+        if pair.type == "initializer_pair" and designator is not None and value is not None and \
+                designator.type == "field_designator" and designator.named_child_count:
+            fields[cparse.node_text(source, designator.named_children[0])] = \
+                squeeze(cparse.node_text(source, value))
+    declarator = entry
+    while declarator is not None and declarator.type != "init_declarator":
+        declarator = declarator.parent
+    name = ""
+    if declarator is not None:
+        inner = declarator.child_by_field_name("declarator")
+        while inner is not None and inner.type != "identifier":
+            inner = inner.child_by_field_name("declarator")
+        name = cparse.node_text(source, inner) if inner is not None else ""
+    return name, fields
 
 
 def _type_name(node: tree_sitter.Node, source: bytes) -> str:

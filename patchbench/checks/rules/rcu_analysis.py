@@ -537,6 +537,25 @@ def context_facts(context: kfacts.Context) -> frozenset:
     return frozenset(facts)
 
 
+def genl_held(model: FileModel, name: str, kind: str) -> list[frozenset]:
+    """What the pre_doit run before the genetlink doit `name` leaves held, as entry facts, one
+    set per ops entry registering it ([genl] of the facts table): the entry's own .pre_doit, or
+    that of the family whose array holds the entry."""
+    found = []
+    for array, fields in model.ops_entries.get((name, kind), ()):
+        pre_doit = fields.get("pre_doit") or \
+            model.initialiser_naming(array, kfacts.genl_families()).get("pre_doit", "")
+        facts = set()
+        for op, obj in kfacts.genl_held(pre_doit, fields.get(kfacts.table()["genl"]["flags"], "")):
+            if op.kind == "rtnl":
+                facts.add(("r", "rtnl", 1, "context"))
+            else:
+                facts.add(("lock", f"{op.kind}:{obj}" if op.key == "object" else obj, "context"))
+        if frozenset(facts) not in found:
+            found.append(frozenset(facts))
+    return found or [frozenset()]
+
+
 def _way(way: callindex.Way) -> frozenset:
     """A way in of the call index as entry facts. What the index reads of callers in other files
     is lexical (no named locks, no conditional sections, no calls through pointers): what it finds
@@ -564,7 +583,9 @@ def _ways_in(model: FileModel, function: Function) -> list[frozenset]:
             context = kfacts.context(choice) if choice else None
         first = kfacts.follows(kind, struct)
         opener = model.functions.get(model.sibling(function.name, kind, first) or "") if first else None
-        if context is not None:
+        if context is not None and kfacts.genl_doit(kind, struct):
+            ways.extend(context_facts(context) | held for held in genl_held(model, function.name, kind))
+        elif context is not None:
             ways.append(context_facts(context))
         elif opener is not None and F.section_effect(opener) > 0:
             ways.append(F.entry_facts({"rcu"}, "context"))
@@ -753,6 +774,7 @@ def condition_satisfied(analysis, info, call, condition_arg: int, families, lock
     wanted = condition_keys(analysis.model, info.function, call.args[condition_arg])
     if wanted is None:
         return True
+    locks = set(locks) | {path for key in locks if (path := kfacts.object_lock_field(key))}
     return any((kind == "lock" and (key in locks or key not in analysis.known_locks)) or
                (kind == "r" and key in families) for kind, key in wanted)
 
