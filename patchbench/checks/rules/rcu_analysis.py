@@ -345,9 +345,14 @@ class RcuTransfer(flow.Transfer):
         # A fresh value: tracked only when the function's own section is all that protects it.
         readers = {f for f in state if f[0] == "r" and f[1] in P.KEEPS_ALIVE | {"srcu"}
                    and info.holds(f, value.start_byte)}
-        # A caller's section (or an unknown one) makes the function's own a nested one; the
-        # registration context's implicit reader does not: the driver declared its section.
-        from_outside = any(f[3] == "entry" and f[1] != "srcu" for f in readers)
+        # A caller's section (or an unknown one) makes the function's own a nested one, and so
+        # does a registration whose kernel caller opens rcu_read_lock() around the call (the
+        # receive handlers, UDP encapsulation, a seq_file's .start): that is a caller's section
+        # too. A context's implicit reader does not (BH off in NAPI or a timer, xmit's
+        # rcu_read_lock_bh()): it protects under consolidated RCU, but lockdep cannot see it and
+        # the driver declared the section it meant.
+        from_outside = any(f[1] != "srcu" and (f[3] == "entry" or (f[3] == "context" and f[1] == "rcu"))
+                           for f in readers)
         # Only a section the function opened itself ends in it: a value read under the calling
         # context's reader (classify under rcu_read_lock_bh()) or a spinlock stays what it was.
         own = {f[1] for f in readers if f[3] == "own"}
