@@ -155,7 +155,7 @@ def _held_lexically(model: FileModel, info: F.FunctionInfo, at: int) -> frozense
     released since, a guard whose block contains `at`, or stated held on entry."""
     held = {f[1] for f in info.precondition if f[0] == "lock"}
     # RTNL stated, or held by every known way in of the registrations and callers elsewhere
-    ways = [w for w in _ways_in(model, info.function) if UNKNOWN not in w and w != UNKNOWN_WAY]
+    ways = [w for w in ways_in(model, info.function) if UNKNOWN not in w and w != UNKNOWN_WAY]
     if any(f[:2] == ("r", "rtnl") for f in info.precondition) or \
             ways and all(any(f[:2] == ("r", "rtnl") for f in w) for w in ways):
         held.add("rtnl")
@@ -447,7 +447,7 @@ def _bypassed(info: F.FunctionInfo, result: flow.FlowResult) -> frozenset:
                      and any(UNKNOWN in s and OPENED not in s for s in result.states_at(call)))
 
 
-def _inherited(state: frozenset, caller: F.FunctionInfo, at: int) -> frozenset:
+def inherited(state: frozenset, caller: F.FunctionInfo, at: int) -> frozenset:
     """What a caller's state at a call site gives its callee: held facts, as entry facts, each
     family's levels renumbered from 1; an unknown caller makes an unknown way in."""
     facts = set()
@@ -571,7 +571,7 @@ def _way(way: callindex.Way) -> frozenset:
     return F.entry_facts(way.families, "entry") | {UNKNOWN}
 
 
-def _ways_in(model: FileModel, function: Function) -> list[frozenset]:
+def ways_in(model: FileModel, function: Function) -> list[frozenset]:
     """Entry contributions that do not depend on the walk: registration contexts, callers
     elsewhere in the tree, and ("unknown",) for ways whose state is not known."""
     ways: list[frozenset] = []
@@ -692,7 +692,7 @@ def _analyse(model: FileModel) -> Analysis:
         frozenset(key for info in infos.values() for call in info.function.calls
                   for op, key in F.c_wrapper_ops(model, info.function, call) if op.sleeps)
     transfer = RcuTransfer(model, infos, mutexes)
-    static_ways = {name: _ways_in(model, functions[name]) for name in wanted}
+    static_ways = {name: ways_in(model, functions[name]) for name in wanted}
     results: dict[str, flow.FlowResult] = {}
     walked: dict[str, tuple] = {}     # name -> (entry, referenced) its current result was walked from
     entries: dict[str, tuple] = {}
@@ -702,7 +702,7 @@ def _analyse(model: FileModel) -> Analysis:
         for call in model.callers.get(name, []):
             if call.function in results:
                 caller = infos[call.function]
-                contributions.extend(_inherited(state, caller, call.start)
+                contributions.extend(inherited(state, caller, call.start)
                                      for state in results[call.function].states_at(call))
         return _entry_states(infos[name].precondition, contributions)
 

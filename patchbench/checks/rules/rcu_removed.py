@@ -202,7 +202,7 @@ class Judge:
         self.entries[name] = (frozenset(), True)      # a cycle, or too deep: nothing known
         A, analysis = self.A, self.analysis
         model, info = analysis.model, analysis.infos[name]
-        ways = [way for way in A._ways_in(model, model.functions[name])]
+        ways = list(A.ways_in(model, model.functions[name]))
         unknown = not ways and not model.callers.get(name)
         for call in model.callers.get(name, []):
             result = analysis.results.get(call.function)
@@ -213,7 +213,7 @@ class Judge:
             above, above_unknown = self.entry(call.function, depth + 1)
             unknown |= above_unknown
             caller = analysis.infos[call.function]
-            ways.extend(A._inherited(_own(state), caller, call.start) | above for state in states)
+            ways.extend(A.inherited(_own(state), caller, call.start) | above for state in states)
         common = None
         for way in ways:
             unknown |= A.UNKNOWN in way or way == A.UNKNOWN_WAY
