@@ -600,9 +600,9 @@ class CallIndex:
         A function of this process's answers only, never of the order they were asked in (a lint
         asks them file after file): they are kept by (file, name, depth), as a caller DEPTH files
         away is cut short where one asked first-hand is not; and static functions of a file that
-        reach each other (recursion) are solved together, a call from within the cycle adding
-        nothing (the greatest fixpoint), instead of as a stand-in that depended on which of them
-        was asked first."""
+        reach each other (recursion) are solved together: the most that all their ways in, from
+        outside the cycle and along it, hold in common (the greatest fixpoint), instead of from a
+        stand-in for the one asked first, which made the answers depend on which that was."""
         key = (number, name, depth)
         if key not in self._entries:
             self._solve(key)
