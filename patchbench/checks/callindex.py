@@ -657,7 +657,11 @@ class CallIndex:
         """The entries of one group, from the top down (None: not yet limited by any way in)
         until nothing changes: the answer does not depend on the order they are visited in."""
         values: dict[tuple, tuple | None] = {key: None for key in group}
-        changed = True
+        if len(group) == 1 and all(caller != group[0] for caller, _ in parts[group[0]][2]):
+            values[group[0]] = self._value(parts[group[0]], values)   # no cycle: once is enough
+            changed = False
+        else:
+            changed = True
         while changed:
             changed = False
             for key in group:
