@@ -595,30 +595,103 @@ class CallIndex:
 
     def entry(self, number: int, name: str, depth: int) -> tuple[frozenset, str]:
         """(families, known) held on entry to `name` of file `number`, from what it states and
-        its ways in (DEPTH files away; further, or with no way in, it is unknown: "caller")."""
-        key = (number, name)
-        if key in self._entries:
-            return self._entries[key]
-        self._entries[key] = (frozenset(), "caller")   # a cycle adds nothing
+        its ways in (DEPTH files away; further, or with no way in, it is unknown: "caller").
+
+        A function of this process's answers only, never of the order they were asked in (a lint
+        asks them file after file): they are kept by (file, name, depth), as a caller DEPTH files
+        away is cut short where one asked first-hand is not; and static functions of a file that
+        reach each other (recursion) are solved together: the most that all their ways in, from
+        outside the cycle and along it, hold in common (the greatest fixpoint), instead of from a
+        stand-in for the one asked first, which made the answers depend on which that was."""
+        key = (number, name, depth)
+        if key not in self._entries:
+            self._solve(key)
+        return self._entries[key]
+
+    def _parts(self, key: tuple[int, str, int]) -> tuple[int, list[Way], list[tuple[tuple, int]]]:
+        """(stated bits, ways in known without this file's cycles, [(caller's key, bits held at
+        the call)] for the static callers of the same file at the same depth)."""
+        number, name, depth = key
         found = [(is_global, stated) for n, is_global, stated in self.defs(name) if n == number]
         is_global, stated = found[0] if found else (True, 0)
-        ways: list[Way] = []
-        if depth < DEPTH and is_global:
-            ways = self.ways("", name, depth)
-        elif depth < DEPTH:   # a static function: only its own file reaches it
-            ways = [self.registered(kind, struct) for n, kind, struct in self.regs(name) if n == number]
-            for caller, bits in self.sites(name, number):
-                held, known = self.entry(number, caller, depth)   # within a file: no hop counted
-                ways.append(Way(_families(bits) | held, known))
+        if depth >= DEPTH:
+            return stated, [], []
+        if is_global:   # its callers' entries are one depth further: never a cycle with this one
+            return stated, self.ways("", name, depth), []
+        # a static function: only its own file reaches it (no hop counted)
+        ways = [self.registered(kind, struct) for n, kind, struct in self.regs(name) if n == number]
+        return stated, ways, [((number, caller, depth), bits) for caller, bits in self.sites(name, number)]
+
+    def _solve(self, root: tuple[int, str, int]) -> None:
+        """Settle the entries `root` reaches through static callers of its file, a strongly
+        connected group at a time (Tarjan), callers' groups first."""
+        order: dict[tuple, int] = {}
+        low: dict[tuple, int] = {}
+        stack: list[tuple] = []
+        waiting: set[tuple] = set()   # on the stack
+        parts: dict[tuple, tuple] = {}
+
+        def visit(key: tuple) -> None:
+            order[key] = low[key] = len(order)
+            stack.append(key)
+            waiting.add(key)
+            parts[key] = self._parts(key)
+            for caller, _ in parts[key][2]:
+                if caller in self._entries:
+                    continue
+                if caller not in order:
+                    visit(caller)
+                    low[key] = min(low[key], low[caller])
+                elif caller in waiting:
+                    low[key] = min(low[key], order[caller])
+            if low[key] == order[key]:
+                at = len(stack) - 1 - stack[::-1].index(key)
+                group = stack[at:]
+                del stack[at:]
+                waiting.difference_update(group)
+                self._settle(group, parts)
+
+        visit(root)
+
+    def _settle(self, group: list[tuple], parts: dict[tuple, tuple]) -> None:
+        """The entries of one group, from the top down (None: not yet limited by any way in)
+        until nothing changes: the answer does not depend on the order they are visited in."""
+        values: dict[tuple, tuple | None] = {key: None for key in group}
+        if len(group) == 1 and all(caller != group[0] for caller, _ in parts[group[0]][2]):
+            values[group[0]] = self._value(parts[group[0]], values)   # no cycle: once is enough
+            changed = False
+        else:
+            changed = True
+        while changed:
+            changed = False
+            for key in group:
+                value = self._value(parts[key], values)
+                if value != values[key]:
+                    values[key] = value
+                    changed = True
+        for key in group:   # reached only from within the cycle: no way in
+            stated = parts[key][0]
+            self._entries[key] = values[key] or (_families(stated), "yes" if stated else "caller")
+
+    def _value(self, part: tuple, values: dict) -> tuple[frozenset, str] | None:
+        stated, ways, callers = part
+        ways = list(ways)
+        limited = True
+        for caller, bits in callers:
+            held = values[caller] if caller in values else self._entries[caller]
+            if held is None:   # a caller of the cycle not limited yet: adds nothing
+                limited = False
+                continue
+            ways.append(Way(_families(bits) | held[0], held[1]))
         known_ways = [w for w in ways if w.known != "unknown"]
         if known_ways:
             held = frozenset.intersection(*(w.families for w in known_ways))
             known = "yes" if all(w.known == "yes" for w in known_ways) else "caller"
+        elif not limited:
+            return None
         else:
             held, known = frozenset(), "caller"
-        result = (held | _families(stated), "yes" if stated else known)
-        self._entries[key] = result
-        return result
+        return held | _families(stated), "yes" if stated else known
 
 
 _SECTION_BITS = _BIT["rcu"] | _BIT["rcu_bh"] | _BIT["rcu_sched"] | _BIT["srcu"]
