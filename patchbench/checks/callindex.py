@@ -740,9 +740,10 @@ def reports_unknown() -> bool:
     return not _ACTIVE or _ACTIVE[-1][2]
 
 
-def _lock_effect(lookup, name: str) -> tuple[list[str], list[list[str]]] | None:
-    """(parameter names, [[lock spelling, argument text], ...]) that `lookup` (a CallIndex
-    method) finds for `name` in the index in use, or None (also without an index)."""
+def _lock_effect(lookup, name: str) -> tuple | None:
+    """The pair `lookup` (a CallIndex method) finds for `name` in the index in use (a wrapper's
+    parameter names and lock calls, a guard class's lock spelling and arguments), or None (also
+    without an index)."""
     if not _ACTIVE:
         return None
     index = _ACTIVE[-1][0]
@@ -785,10 +786,7 @@ def guard_class(name: str) -> tuple[str, list[str]] | None:
     """(lock spelling, argument texts with the guarded object as "_T") of a guard class a header
     or .c file of the tree defines with DEFINE_GUARD / DEFINE_LOCK_GUARD_1 (see guard_classes),
     when its definitions agree; None otherwise or without an index."""
-    if not _ACTIVE:
-        return None
-    found = _ACTIVE[-1][0].guard_of(name)
-    return (found[0], found[1]) if found else None
+    return _lock_effect(CallIndex.guard_of, name)
 
 
 def need(name: str) -> tuple[str, str, int, str] | None:

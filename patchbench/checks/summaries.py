@@ -70,7 +70,7 @@ def _called_from(model: FileModel, roots: set[str], wanted: set[str]) -> set[str
     return found
 
 
-def _bottom_up(model: FileModel, wanted: set[str]) -> list[str]:
+def bottom_up(model: FileModel, wanted: set[str]) -> list[str]:
     """Callees before callers (depth-first post-order; cycles are cut anywhere)."""
     order: list[str] = []
     seen: set[str] = set()
@@ -98,7 +98,7 @@ def solve(model: FileModel, names: Iterable[str],
           precondition: Callable[[Function], frozenset] = lambda function: frozenset(),
           inherit: Callable[[frozenset], frozenset] | None = lambda facts: facts,
           report: Iterable[str] | None = None) -> dict[str, Summary]:
-    order = _bottom_up(model, model.with_callers(names))   # callees first
+    order = bottom_up(model, model.with_callers(names))   # callees first
     if inherit is None and report is not None:
         needed = _called_from(model, set(report), set(order))
         order = [name for name in order if name in needed]   # same relative order: same walks

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import tree_sitter
 
-from patchbench.checks import callindex, engine, flow, kfacts, locks
+from patchbench.checks import callindex, engine, flow, kfacts, locks, summaries
 from patchbench.checks.model import CallSite, FileModel, Function, squeeze
 from patchbench.checks.rules import rcu_functions as F
 from patchbench.checks.rules import rcu_primitives as P
@@ -536,10 +536,12 @@ def _entry_states(precondition: frozenset, contributions: list[frozenset]) -> tu
 
 def context_facts(context: kfacts.Context) -> frozenset:
     """Entry facts of a registration context: its readers, RTNL, and the locks it names."""
-    facts = set(F.entry_facts(context.readers, "context"))
-    for lock in context.locks:
-        facts.add(("r", "rtnl", 1, "context") if lock == "rtnl" else ("lock", lock, "context"))
-    return frozenset(facts)
+    return F.entry_facts(context.readers, "context") | {_held_by_context(lock) for lock in context.locks}
+
+
+def _held_by_context(key: str) -> tuple:
+    """The entry fact of a lock (its key, or "rtnl") that a registration context holds."""
+    return ("r", "rtnl", 1, "context") if key == "rtnl" else ("lock", key, "context")
 
 
 def genl_held(model: FileModel, name: str, kind: str) -> list[frozenset]:
@@ -550,14 +552,11 @@ def genl_held(model: FileModel, name: str, kind: str) -> list[frozenset]:
     for array, fields in model.ops_entries.get((name, kind), ()):
         pre_doit = fields.get("pre_doit") or \
             model.initialiser_naming(array, kfacts.genl_families()).get("pre_doit", "")
-        facts = set()
-        for op, obj in kfacts.genl_held(pre_doit, fields.get(kfacts.table()["genl"]["flags"], "")):
-            if op.kind == "rtnl":
-                facts.add(("r", "rtnl", 1, "context"))
-            else:
-                facts.add(("lock", f"{op.kind}:{obj}" if op.key == "object" else obj, "context"))
-        if frozenset(facts) not in found:
-            found.append(frozenset(facts))
+        facts = frozenset(_held_by_context("rtnl" if op.kind == "rtnl" else
+                                           f"{op.kind}:{obj}" if op.key == "object" else obj)
+                          for op, obj in kfacts.genl_held(pre_doit, fields.get(kfacts.table()["genl"]["flags"], "")))
+        if facts not in found:
+            found.append(facts)
     return found or [frozenset()]
 
 
@@ -615,32 +614,6 @@ def analyse(model: FileModel) -> Analysis:
     _CACHE.insert(0, (model, analysis))
     del _CACHE[4:]
     return analysis
-
-
-def _callers_first(model: FileModel, wanted: list[str]) -> list[str]:
-    """`wanted` with each function before the in-file functions it calls (reverse postorder of
-    the call graph, roots in name order; a cycle is cut where it is entered)."""
-    names = set(wanted)
-    callees = {name: sorted({c.name for c in model.functions[name].calls if c.name in names} - {name})
-               for name in wanted}
-    done: set[str] = set()
-    post: list[str] = []
-    for root in wanted:
-        if root in done:
-            continue
-        done.add(root)
-        stack = [(root, iter(callees[root]))]
-        while stack:
-            name, pending = stack[-1]
-            for callee in pending:
-                if callee not in done:
-                    done.add(callee)
-                    stack.append((callee, iter(callees[callee])))
-                    break
-            else:
-                stack.pop()
-                post.append(name)
-    return post[::-1]
 
 
 def _asserted_spinning(model: FileModel, infos: dict[str, F.FunctionInfo]) -> None:
@@ -708,7 +681,7 @@ def _analyse(model: FileModel) -> Analysis:
 
     # Callers before callees, each entry from its callers' latest walks: without recursion one
     # round settles every entry, and a second finds nothing to walk again.
-    order = _callers_first(model, wanted)
+    order = summaries.bottom_up(model, set(wanted))[::-1]
     for _ in range(ROUNDS):
         changed = False
         for name in order:
