@@ -133,6 +133,15 @@ class LockTransfer(flow.Transfer):
             self._ops[call] = self._op(call)
         return self._ops[call]
 
+    def taken_through(self, call: CallSite) -> tuple[LockOp, str, str] | None:
+        """(op, key, argument text) when the call takes (or tries) a lock of an object through
+        its argument (`spin_lock(&b->lock)`), not a global one; None for others."""
+        found = self.op(call)
+        if found is None or found[0].action == "release" or found[0].key == "global" \
+                or found[0].argument >= len(call.args):
+            return None
+        return found[0], found[1], call.args[found[0].argument]
+
     def _op(self, call: CallSite) -> tuple[LockOp, str] | None:
         guard = guard_call(call)
         if guard is not None:
@@ -341,12 +350,11 @@ class LockTransfer(flow.Transfer):
         if function not in self._named:
             named: dict[str, set[str]] = {}
             for call in function.calls:
-                found = self.op(call)
-                if found is not None and found[0].action != "release" and found[0].key != "global" \
-                        and call not in self._blocks and found[0].argument < len(call.args):
-                    variable = _root(call.args[found[0].argument])
+                taken = self.taken_through(call)
+                if taken is not None and call not in self._blocks:
+                    variable = _root(taken[2])
                     if variable:
-                        named.setdefault(variable, set()).add(found[1])
+                        named.setdefault(variable, set()).add(taken[1])
             # keys are typed paths: two variables of one type taking their locks name one key,
             # and reassigning either says nothing of which is held
             shared = {key for keys in named.values() for key in keys
@@ -406,11 +414,10 @@ class LockTransfer(flow.Transfer):
         callee = summary.function
         roots = set()
         for taking in callee.calls:
-            found = self.op(taking)
-            if found is None or found[1] != key or found[0].action == "release" or found[0].key == "global" \
-                    or found[0].argument >= len(taking.args) or taking in self._blocks:
+            taken = self.taken_through(taking)
+            if taken is None or taken[1] != key or taking in self._blocks:
                 continue
-            roots.add((_root(taking.args[found[0].argument]), taking.args[found[0].argument], found[0]))
+            roots.add((_root(taken[2]), taken[2], taken[0]))
         if len({root for root, _, _ in roots}) != 1:
             return None
         variable, argument, op = sorted(roots, key=lambda r: (r[1], r[2].kind))[0]
@@ -442,10 +449,8 @@ class LockTransfer(flow.Transfer):
         if text is None or not text.isidentifier():
             return False
         for call in function.calls:
-            found = self.op(call)
-            if found is not None and found[0].action != "release" and found[0].key != "global" and \
-                    found[0].argument < len(call.args) and _root(call.args[found[0].argument]) == text \
-                    and ("held", found[1]) in state:
+            taken = self.taken_through(call)
+            if taken is not None and _root(taken[2]) == text and ("held", taken[1]) in state:
                 return True
         return False
 
