@@ -49,7 +49,7 @@ from patchbench.checks import kfacts, predicates
 from patchbench.checks.model import CallSite, Function, squeeze
 
 State = Hashable
-MAX_STATES = 128          # distinct states kept per program point; beyond, branch tags are forgotten, then paths dropped
+MAX_STATES = 64          # distinct states kept per program point; beyond, branch tags are forgotten, then paths dropped
 LOOP_ROUNDS = 4           # a loop body is re-walked until its entry states stop changing, at most this often
 GOTO_ROUNDS = 3           # whole-body walks to settle backward gotos
 # Calls that never return: the path ends there (it is not a return path).
@@ -186,6 +186,7 @@ class _Walker:
         self.continue_depths: list[int] = []        # len(blocks) at each enclosing loop
         self.scoped = type(transfer).leave_block is not Transfer.leave_block
         self._label_nodes: dict[str, tree_sitter.Node] | None = None
+        self.sorted_tags: dict[frozenset, tuple] = {}   # state -> its tags and decisive facts (see _bounded)
 
     def run(self, entry: State, entries: set | None = None) -> FlowResult:
         starts = {entry} if entries is None else entries
@@ -207,7 +208,7 @@ class _Walker:
     def statement(self, node: tree_sitter.Node, states: set) -> set:
         kind = node.type
         if len(states) > MAX_STATES:
-            states = _bounded(states, self.transfer)
+            states = _bounded(states, self.transfer, self.sorted_tags)
         if kind in _SKIPPED:
             return states
         if kind == "compound_statement" and self.scoped:
@@ -681,9 +682,9 @@ class _Walker:
     def forget(self, variable: str, states: set) -> set:
         """Drop the branch tags of conditions that mention `variable` (it changed)."""
         variable = variable.lstrip("*")
-        word = _word(variable)
         # the tags that name it, from the few texts tagged in this walk, not from every fact
-        stale = {fact for text in self.tag_texts if variable in text and word.search(text)
+        # (the word pattern compiled only for a variable some text contains)
+        stale = {fact for text in self.tag_texts if variable in text and _word(variable).search(text)
                  for fact in (("branch", text, True), ("branch", text, False), ("set", text))}
         if not stale:
             return set(states)
@@ -817,34 +818,47 @@ def _cases(children: list[tree_sitter.Node]) -> list[tree_sitter.Node]:
     return items
 
 
-def _bounded(states: set, transfer: Transfer) -> set:
+def _bounded(states: set, transfer: Transfer, known: dict[frozenset, tuple]) -> set:
     """At most MAX_STATES states. Paths are merged before any is dropped: branch tags are forgotten
     one condition at a time, first those that tell nothing (the same decisive facts whichever way
     the condition went, or tagged one way only), so that a tag that separates locked from unlocked
     paths (`if (frags) mutex_lock()`) outlives the many that only multiply paths; only then are
-    states dropped, the same ones whatever the hash seed."""
+    states dropped, the same ones whatever the hash seed. `known` keeps each state's tags and
+    decisive facts for the walk: a set past the bound is cut at every statement, mostly the same
+    states again."""
     if all(isinstance(state, frozenset) for state in states):
         cores: dict[tuple, set] = {}   # (text, truth) -> the decisive facts of the states tagged so
         for state in states:
-            tags = [fact for fact in state if _is_tag(fact)]
-            if tags:
-                core = transfer.decisive(state)
-                for tag in tags:
-                    cores.setdefault((tag[1], tag[2]), set()).add(core)
+            split = known.get(state)
+            if split is None:
+                tags = [fact for fact in state if _is_tag(fact)]
+                split = known[state] = (tags, transfer.decisive(state) if tags else None)
+            tags, core = split
+            for tag in tags:
+                cores.setdefault((tag[1], tag[2]), set()).add(core)
         texts = sorted({text for text, _ in cores}, key=lambda text: (_separation(cores, text), text))
-        # The fewest texts, in that order, whose forgetting leaves MAX_STATES or fewer: forgetting
-        # more never adds states, so a binary search finds what forgetting one at a time would.
-        low, high = 0, len(texts)
-        while low < high:
-            middle = (low + high) // 2
-            if len(_forgetting(states, texts[:middle + 1])) <= MAX_STATES:
-                high = middle
-            else:
-                low = middle + 1
-        states = _forgetting(states, texts[:low + 1]) if texts else states
+        if texts:
+            states = _forgetting(states, texts[:_fewest_forgotten(states, texts)])
         if len(states) <= MAX_STATES:
             return states
     return set(sorted(states, key=_state_order)[:MAX_STATES])
+
+
+def _fewest_forgotten(states: set, texts: list[str]) -> int:
+    """How many of texts, taken in order, must be forgotten to leave MAX_STATES states or fewer (at
+    least one; all of them when even that leaves more). Forgetting more never adds states; one or
+    two texts usually suffice, so the count is looked for by doubling, then halving."""
+    fits = lambda count: len(_forgetting(states, texts[:count])) <= MAX_STATES
+    low, high = 1, 1          # fits(high) or high is len(texts); low - 1 does not fit
+    while high < len(texts) and not fits(high):
+        low, high = high + 1, min(2 * high, len(texts))
+    while low < high:
+        middle = (low + high) // 2
+        if fits(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return high
 
 
 def _forgetting(states: set, texts: list[str]) -> set:
