@@ -116,6 +116,7 @@ class LockTransfer(flow.Transfer):
         self._returned: dict[Function, set[str]] = {}
         self._conditional: dict[str, tuple] = {}   # callee -> (its summary, conditional_effects())
         self._via: set[str] = set()   # the variables ("via", variable, key) was ever given for
+        self._valued: set[str] = set()   # the variables ("value", ...) or ("iff", ...) was ever given for
         self._handed: dict[tuple, tuple] = {}   # (call, key, truth) -> (callee's summary, handed_key())
         self._ops: dict[CallSite, tuple[LockOp, str] | None] = {}
         self._tested: dict[tuple[Function, str], str] = {}   # (function, tested text) -> its key
@@ -292,10 +293,12 @@ class LockTransfer(flow.Transfer):
                     self._via.add(target)
                 state = frozenset(f for f in state if not (f[0] == "via" and f[1] == target)) | copied
         constant, remembered, keys = self._assignment(target, value, function)
-        stale = [f for f in state if (f[0] == "iff" or (self.values and f[0] == "value")) and f[1] == target]
-        if stale:
-            state = state.difference(stale)
+        if target in self._valued:   # no state can hold a fact of a variable never given one
+            stale = [f for f in state if (f[0] == "iff" or (self.values and f[0] == "value")) and f[1] == target]
+            if stale:
+                state = state.difference(stale)
         if remembered:
+            self._valued.add(target)
             state = state | {("value", target, constant)}
         # only a constant (`sk = ERR_PTR(-EBUSY)`, `p = NULL`) surely names no lock: `p = p->next`,
         # `sk = sock->sk` or `c = lookup()` may name the same one; a declaration is a new variable
@@ -545,6 +548,7 @@ class LockTransfer(flow.Transfer):
                     continue
                 mine = self.model.at_call_site(key, summary.function, call)
                 if ("held", mine) in state:
+                    self._valued.add(argument[1:])
                     state = state | {("iff", argument[1:], mine)}
         return state
 

@@ -32,6 +32,12 @@ import tree_sitter
 from patchbench.checks import cparse, kfacts
 
 # Everything the model reads from the tree, in one pass (one query, one pattern per fact).
+_SHAPES = cparse.query("""
+(labeled_statement) @label
+(return_statement) @return
+(assignment_expression) @assignment
+(init_declarator) @declarator
+""")
 _FACTS = cparse.query("""
 (call_expression function: (_) @callee arguments: (argument_list) @args) @call
 (parameter_declaration type: (_) @type declarator: (_) @decl)
@@ -118,19 +124,16 @@ class Function:
         return inside
 
     @cached_property
+    def shapes(self) -> dict[str, list[tree_sitter.Node]]:
+        """The body's labeled statements ("label"), returns ("return"), assignments ("assignment")
+        and initialised declarators ("declarator"), found once by one query: every walk of the
+        function and several rules ask."""
+        return cparse.captures(_SHAPES, self.body)
+
+    @property
     def labels_and_returns(self) -> tuple[list[tree_sitter.Node], list[int]]:
-        """The body's labeled statements and the start bytes of its return statements, in one
-        pass over its nodes (every walk of the function and some rules ask)."""
-        labels, returns = [], []
-        pending = [self.body]
-        while pending:
-            node = pending.pop()
-            if node.type == "labeled_statement":
-                labels.append(node)
-            elif node.type == "return_statement":
-                returns.append(node.start_byte)
-            pending.extend(node.named_children)
-        return labels, returns
+        """The body's labeled statements and the start bytes of its return statements."""
+        return self.shapes.get("label", []), [node.start_byte for node in self.shapes.get("return", [])]
 
     def _index(self) -> None:
         self._by_start = sorted(self.calls, key=lambda c: c.start)

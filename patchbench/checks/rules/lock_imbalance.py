@@ -241,14 +241,9 @@ def _double_locks(model: FileModel, summary: summaries.Summary) -> list[Finding]
 
 def _reassigned(model: FileModel, function: Function, variable: str, after: int) -> bool:
     """The variable is assigned after byte `after`, or inside a loop (again on each turn)."""
-    pending = [function.body]
-    while pending:
-        node = pending.pop()
-        if node.type == "assignment_expression" and model.text(node.child_by_field_name("left")) == variable:
-            if node.start_byte > after or _in_loop(node, function.body):
-                return True
-        pending.extend(node.named_children)
-    return False
+    return any(model.text(node.child_by_field_name("left")) == variable
+               and (node.start_byte > after or _in_loop(node, function.body))
+               for node in function.shapes.get("assignment", []))
 
 
 def _in_loop(node, body) -> bool:
@@ -341,19 +336,16 @@ def _returned_locked(model: FileModel, function: Function, call, op) -> bool:
     if root is None:
         return False
     variable = root.group(1).encode()
-    pending = [function.body]
-    while pending:
-        node = pending.pop()
-        target = node.child_by_field_name("left") if node.type == "assignment_expression" else \
-            node.child_by_field_name("declarator") if node.type == "init_declarator" else None
-        value = node.child_by_field_name("right") if node.type == "assignment_expression" else \
-            node.child_by_field_name("value") if node.type == "init_declarator" else None
+    pairs = [(node.child_by_field_name("left"), node.child_by_field_name("right"))
+             for node in function.shapes.get("assignment", [])]
+    pairs += [(node.child_by_field_name("declarator"), node.child_by_field_name("value"))
+              for node in function.shapes.get("declarator", [])]
+    for target, value in pairs:
         if target is not None and value is not None and target.text == variable and \
                 value.type == "call_expression":
             callee = model.text(value.child_by_field_name("function"))
             if callee not in model.functions and _LOCKED_RESULT.search(callee):
                 return True
-        pending.extend(node.named_children)
     return False
 
 
@@ -399,13 +391,7 @@ def _flag_guards(model: FileModel, function: Function, call) -> set[str]:
 
 def _assigned(model: FileModel, function: Function) -> set[str]:
     """Texts (without spaces) of the variables and fields the function assigns."""
-    found, pending = set(), [function.body]
-    while pending:
-        node = pending.pop()
-        if node.type == "assignment_expression":
-            found.add(squeeze(model.text(node.child_by_field_name("left"))))
-        pending.extend(node.named_children)
-    return found
+    return {squeeze(model.text(node.child_by_field_name("left"))) for node in function.shapes.get("assignment", [])}
 
 
 def _on_labelled_exit(function: Function, call) -> bool:
