@@ -58,7 +58,7 @@ def rules() -> tuple[ModuleType, ...]:
 
 def preload() -> None:
     """Import the rules and compile every query now, so that forked workers inherit them instead
-    of each paying for it (a worker is replaced every workers.TASKS_PER_WORKER files)."""
+    of each paying for it (a worker is replaced after workers.TASKS_PER_WORKER files)."""
     rules()
     for path in cparse.QUERIES_DIR.glob("*.scm"):
         cparse.rule_query(path.stem)
