@@ -115,6 +115,7 @@ class LockTransfer(flow.Transfer):
         self._named: dict[Function, dict[str, set[str]]] = {}   # variable -> keys of locks it names
         self._returned: dict[Function, set[str]] = {}
         self._conditional: dict[str, tuple] = {}   # callee -> (its summary, conditional_effects())
+        self._exit_plans: dict[CallSite, tuple] = {}   # call -> (callee's summary, _exit_effects())
         self._via: set[str] = set()   # the variables ("via", variable, key) was ever given for
         self._valued: set[str] = set()   # the variables ("value", ...) or ("iff", ...) was ever given for
         self._handed: dict[tuple, tuple] = {}   # (call, key, truth) -> (callee's summary, handed_key())
@@ -326,25 +327,16 @@ class LockTransfer(flow.Transfer):
         (the walk is not told of `n++`, `n += k`, `foo(&n)` or an iterator's cursor): those whose
         constants are worth knowing."""
         if function not in self._returned:
-            returned, updated = set(), set()
-            pending = [function.body]
-            while pending:
-                node = pending.pop()
-                if node.type == "return_statement" and node.named_child_count == 1 and \
-                        node.named_children[0].type == "identifier":
-                    returned.add(self.model.text(node.named_children[0]))
-                elif node.type == "update_expression":
-                    updated.add(squeeze(self.model.text(node.child_by_field_name("argument"))))
-                elif node.type == "assignment_expression" and \
-                        node.child_by_field_name("operator").type != "=":
-                    updated.add(squeeze(self.model.text(node.child_by_field_name("left"))))
-                elif node.type == "pointer_expression" and node.parent is not None and \
-                        node.parent.type == "argument_list":   # foo(&err) may set it
-                    updated.add(squeeze(self.model.text(node.child_by_field_name("argument"))))
-                elif node.type == "comma_expression" and node.parent is not None and \
-                        node.parent.type == "parenthesized_expression":   # an iterator head sets its cursor
-                    updated.update(self.model.text(n) for n in node.named_children if n.type == "identifier")
-                pending.extend(node.named_children)
+            shapes, text = function.shapes, self.model.text
+            returned = {text(node.named_children[0]) for node in shapes.get("return", [])
+                        if node.named_child_count == 1 and node.named_children[0].type == "identifier"}
+            updated = {squeeze(text(node.child_by_field_name("argument"))) for node in shapes.get("update", [])}
+            updated |= {squeeze(text(node.child_by_field_name("left"))) for node in shapes.get("assignment", [])
+                        if node.child_by_field_name("operator").type != "="}
+            # foo(&err) may set it; an iterator head `while (pos, head, member)` sets its cursor
+            updated |= {squeeze(text(node.child_by_field_name("argument"))) for node in shapes.get("address", [])}
+            updated |= {text(n) for node in shapes.get("cursor", []) for n in node.named_children
+                        if n.type == "identifier"}
             self._returned[function] = returned - updated
         return self._returned[function]
 
@@ -621,21 +613,38 @@ class LockTransfer(flow.Transfer):
         state = self.flagged_release(state, summary, call)
         # `if (busy) spin_unlock(busy);`: the paths that found a parameter NULL had no lock to
         # release; the callee releases the lock it is given whenever there is one
+        for kind, mine in self._exit_effects(summary, call, stated):
+            if kind == "held":
+                state = state | {("held", mine)}
+            else:
+                state = released(state, mine) if ("held", mine) in state else state | {("caller", mine)}
+        return state
+
+    def _exit_effects(self, summary, call: CallSite, stated: set) -> list[tuple[str, str]]:
+        """("held", key) for each lock the callee exits holding on every path, ("caller", key) for
+        each it releases for its caller on every path, keys as named at the call: the same for
+        every state that reaches the call, so worked out once per call and summary."""
+        memo = self._exit_plans.get(call)
+        if memo is not None and memo[0] is summary:
+            return memo[1]
+        # `if (busy) spin_unlock(busy);`: the paths that found a parameter NULL had no lock to
+        # release; the callee releases the lock it is given whenever there is one
         given = [exit for exit in summary.exits
                  if not any(("branch", param, False) in exit for param in summary.function.params)]
         always = flow.intersection(summary.exits)
         always |= {fact for fact in flow.intersection(given or summary.exits) if fact[0] == "caller"}
         ever_held = frozenset().union(*summary.exits)
+        effects = []
         for fact in always:
             kind, key = fact[0], fact[1]
             if key in stated:
                 continue
-            mine = self.model.at_call_site(key, summary.function, call) if kind in ("held", "caller") else key
             if kind == "held" and ("caller", key) not in always and ("held", key) not in summary.entry:
-                state = state | {("held", mine)}
+                effects.append(("held", self.model.at_call_site(key, summary.function, call)))
             elif kind == "caller" and ("held", key) not in ever_held:
-                state = released(state, mine) if ("held", mine) in state else state | {("caller", mine)}
-        return state
+                effects.append(("caller", self.model.at_call_site(key, summary.function, call)))
+        self._exit_plans[call] = (summary, effects)
+        return effects
 
 
 _ROOT = re.compile(r"^(&?\(?)([A-Za-z_]\w*)")

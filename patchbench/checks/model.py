@@ -37,6 +37,9 @@ _SHAPES = cparse.query("""
 (return_statement) @return
 (assignment_expression) @assignment
 (init_declarator) @declarator
+(update_expression) @update
+(argument_list (pointer_expression) @address)
+(parenthesized_expression (comma_expression) @cursor)
 """)
 _FACTS = cparse.query("""
 (call_expression function: (_) @callee arguments: (argument_list) @args) @call
@@ -125,9 +128,10 @@ class Function:
 
     @cached_property
     def shapes(self) -> dict[str, list[tree_sitter.Node]]:
-        """The body's labeled statements ("label"), returns ("return"), assignments ("assignment")
-        and initialised declarators ("declarator"), found once by one query: every walk of the
-        function and several rules ask."""
+        """The body's labeled statements ("label"), returns ("return"), assignments ("assignment"),
+        initialised declarators ("declarator"), updates ("update": `n++`), call arguments that are
+        `&x` or `*p` ("address") and comma lists in parentheses ("cursor": an iterator head), found
+        once by one query: every walk of the function and several rules ask."""
         return cparse.captures(_SHAPES, self.body)
 
     @property

@@ -23,6 +23,7 @@ unknown callers (address taken, registered as a callback, or not static) gets on
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable, Iterable
 
 from patchbench.checks import flow
@@ -37,9 +38,10 @@ class Summary:
     entry: frozenset               # facts assumed on entry
     result: flow.FlowResult        # the walk from that entry
 
-    @property
-    def exits(self) -> set:
-        return self.result.exit_states()
+    @cached_property
+    def exits(self) -> frozenset:
+        """The distinct states at the returns (a summary is never walked again: a new one is made)."""
+        return frozenset(self.result.exit_states())
 
     def always_exits_with(self) -> frozenset:
         """Facts held at every return that were not held on entry ("exits holding X")."""
