@@ -91,6 +91,11 @@ class Transfer:
         """`target = value` (declaration or assignment statement), after the calls in value."""
         return state
 
+    def assigns(self, target: str, value: tree_sitter.Node, function: Function) -> bool:
+        """False when assign() returns every state as it is for this assignment: the walker then
+        skips it."""
+        return True
+
     def equal(self, state: State, left: str, right: str, truth: bool) -> State:
         """State after a branch learnt that the variables `left` and `right` (`a == b`, `a != b`)
         are equal (truth) or not."""
@@ -670,6 +675,8 @@ class _Walker:
             if known is not None:   # `locked = true;`: a later `if (locked)` knows its branch
                 self.tag_texts.add(target)
                 states = {state | {("branch", target, known), ("set", target)} for state in states}
+        if not self.transfer.assigns(target, value, self.function):
+            return states
         return {self.transfer.assign(state, target, value, self.function) for state in states}
 
     def iterator_variables(self, condition: tree_sitter.Node) -> list[str]:

@@ -284,6 +284,11 @@ class LockTransfer(flow.Transfer):
     def decisive(self, state: frozenset) -> frozenset:
         return frozenset(fact for fact in state if fact[0] == "held")
 
+    def assigns(self, target: str, value, function: Function) -> bool:
+        source = value.text.decode("utf-8", "replace") if value.type == "identifier" else None
+        _, remembered, keys = self._assignment(target, value, function)
+        return target in self._via or source in self._via or target in self._valued or remembered or bool(keys)
+
     def assign(self, state: frozenset, target: str, value, function: Function) -> frozenset:
         if self._via:
             source = value.text.decode("utf-8", "replace") if value.type == "identifier" else None

@@ -134,7 +134,7 @@ class Function:
         once by one query: every walk of the function and several rules ask."""
         return cparse.captures(_SHAPES, self.body)
 
-    @property
+    @cached_property
     def labels_and_returns(self) -> tuple[list[tree_sitter.Node], list[int]]:
         """The body's labeled statements and the start bytes of its return statements."""
         return self.shapes.get("label", []), [node.start_byte for node in self.shapes.get("return", [])]
