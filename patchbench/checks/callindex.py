@@ -804,7 +804,16 @@ def opens_section(name: str) -> bool:
 def calls_a_need(source: bytes) -> bool:
     """Whether a file's text calls a function the index in use knows to need an RCU read-side
     section on entry: a file that mentions no RCU at all may still call one."""
-    return bool(_ACTIVE) and not _ACTIVE[-1][0].needing().isdisjoint(_CALL.findall(source))
+    if not _ACTIVE:
+        return False
+    index = _ACTIVE[-1][0]
+    if _LAST_NEED and _LAST_NEED[0] is source and _LAST_NEED[1] is index:   # asked again of the same file
+        return _LAST_NEED[2]
+    _LAST_NEED[:] = [source, index, not index.needing().isdisjoint(_CALL.findall(source))]
+    return _LAST_NEED[2]
+
+
+_LAST_NEED: list = []   # [source, index, answer] of the last calls_a_need()
 
 
 def queue_wrappers() -> dict[str, list]:

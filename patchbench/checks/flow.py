@@ -845,17 +845,22 @@ def _bounded(states: set, transfer: Transfer, known: dict[frozenset, tuple]) -> 
                 cores.setdefault((tag[1], tag[2]), set()).add(core)
         texts = sorted({text for text, _ in cores}, key=lambda text: (_separation(cores, text), text))
         if texts:
-            states = _forgetting(states, texts[:_fewest_forgotten(states, texts)])
+            states = _fewest_forgotten(states, texts)
         if len(states) <= MAX_STATES:
             return states
     return set(sorted(states, key=_state_order)[:MAX_STATES])
 
 
-def _fewest_forgotten(states: set, texts: list[str]) -> int:
-    """How many of texts, taken in order, must be forgotten to leave MAX_STATES states or fewer (at
-    least one; all of them when even that leaves more). Forgetting more never adds states; one or
-    two texts usually suffice, so the count is looked for by doubling, then halving."""
-    fits = lambda count: len(_forgetting(states, texts[:count])) <= MAX_STATES
+def _fewest_forgotten(states: set, texts: list[str]) -> set:
+    """The states with the fewest of texts, taken in order, forgotten that leaves MAX_STATES or
+    fewer (at least one text; all of them when even that leaves more). Forgetting more never adds
+    states; one or two texts usually suffice, so the count is looked for by doubling, then halving."""
+    merged: dict[int, set] = {}
+
+    def fits(count: int) -> bool:
+        merged[count] = _forgetting(states, texts[:count])
+        return len(merged[count]) <= MAX_STATES
+
     low, high = 1, 1          # fits(high) or high is len(texts); low - 1 does not fit
     while high < len(texts) and not fits(high):
         low, high = high + 1, min(2 * high, len(texts))
@@ -865,7 +870,7 @@ def _fewest_forgotten(states: set, texts: list[str]) -> int:
             high = middle
         else:
             low = middle + 1
-    return high
+    return merged[high] if high in merged else _forgetting(states, texts[:high])
 
 
 def _forgetting(states: set, texts: list[str]) -> set:
