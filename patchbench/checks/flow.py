@@ -191,7 +191,7 @@ class _Walker:
         self.continue_depths: list[int] = []        # len(blocks) at each enclosing loop
         self.scoped = type(transfer).leave_block is not Transfer.leave_block
         self._label_nodes: dict[str, tree_sitter.Node] | None = None
-        self.sorted_tags: dict[frozenset, tuple] = {}   # state -> its tags and decisive facts (see _bounded)
+        self._universe: tuple[int, frozenset] = (0, frozenset())   # see tag_universe()
 
     def run(self, entry: State, entries: set | None = None) -> FlowResult:
         starts = {entry} if entries is None else entries
@@ -209,11 +209,19 @@ class _Walker:
                 break
         return self.result
 
+    def tag_universe(self) -> frozenset:
+        """Every branch tag a state of this walk may carry (tag_texts only grows): a state's tags
+        are its intersection with this, found without a loop in Python."""
+        if self._universe[0] != len(self.tag_texts):
+            self._universe = (len(self.tag_texts), frozenset(
+                ("branch", text, truth) for text in self.tag_texts for truth in (True, False)))
+        return self._universe[1]
+
     # -- statements -------------------------------------------------------------------------
     def statement(self, node: tree_sitter.Node, states: set) -> set:
         kind = node.type
         if len(states) > MAX_STATES:
-            states = _bounded(states, self.transfer, self.sorted_tags)
+            states = _bounded(states, self.transfer, self.tag_universe())
         if kind in _SKIPPED:
             return states
         if kind == "compound_statement" and self.scoped:
@@ -825,22 +833,20 @@ def _cases(children: list[tree_sitter.Node]) -> list[tree_sitter.Node]:
     return items
 
 
-def _bounded(states: set, transfer: Transfer, known: dict[frozenset, tuple]) -> set:
+def _bounded(states: set, transfer: Transfer, universe: frozenset) -> set:
     """At most MAX_STATES states. Paths are merged before any is dropped: branch tags are forgotten
     one condition at a time, first those that tell nothing (the same decisive facts whichever way
     the condition went, or tagged one way only), so that a tag that separates locked from unlocked
     paths (`if (frags) mutex_lock()`) outlives the many that only multiply paths; only then are
-    states dropped, the same ones whatever the hash seed. `known` keeps each state's tags and
-    decisive facts for the walk: a set past the bound is cut at every statement, mostly the same
-    states again."""
+    states dropped, the same ones whatever the hash seed. `universe`: every tag the walk made."""
     if all(isinstance(state, frozenset) for state in states):
-        cores: dict[tuple, set] = {}   # (text, truth) -> the decisive facts of the states tagged so
+        tagged: dict[Hashable, set] = {}   # decisive facts -> the tags of the states that have them
         for state in states:
-            split = known.get(state)
-            if split is None:
-                tags = [fact for fact in state if _is_tag(fact)]
-                split = known[state] = (tags, transfer.decisive(state) if tags else None)
-            tags, core = split
+            tags = state & universe
+            if tags:
+                tagged.setdefault(transfer.decisive(state), set()).update(tags)
+        cores: dict[tuple, set] = {}   # (text, truth) -> the decisive facts of the states tagged so
+        for core, tags in tagged.items():
             for tag in tags:
                 cores.setdefault((tag[1], tag[2]), set()).add(core)
         texts = sorted({text for text, _ in cores}, key=lambda text: (_separation(cores, text), text))
