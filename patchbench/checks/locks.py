@@ -123,6 +123,7 @@ class LockTransfer(flow.Transfer):
         self._tested: dict[tuple[Function, str], str] = {}   # (function, tested text) -> its key
         self._through: dict[tuple[Function, str], frozenset] = {}   # see through()
         self._blocks: dict[CallSite, int] = {}   # guard call -> start byte of the block it holds for
+        self._scope_starts: set[int] = set()     # the blocks' start bytes, the only ones a leave ends a guard of
         self._wrapped: dict[CallSite, list] = {}
         self._elsewhere: dict[CallSite, list] = {}
         self._locking: dict[Function, bool] = {}
@@ -152,6 +153,7 @@ class LockTransfer(flow.Transfer):
             if key is None:
                 return None
             self._blocks[call] = block.start_byte
+            self._scope_starts.add(block.start_byte)
             return LockOp("acquire", op.kind, op.key, op.argument, op.atomic, op.implies), key
         op = kfacts.lock_op(call.name) or kfacts.statement_op(call.name)
         if op is None:
@@ -455,6 +457,8 @@ class LockTransfer(flow.Transfer):
         return False
 
     def leave_block(self, state: frozenset, block) -> frozenset:
+        if block.start_byte not in self._scope_starts:   # no guard() holds a lock for this block
+            return state
         ending = {fact for fact in state if fact[0] == "scope" and fact[1] == block.start_byte}
         if not ending:
             return state
@@ -479,7 +483,8 @@ class LockTransfer(flow.Transfer):
             for fact in sorted(f for f in state if f[0] == "via" and f[1] == expression):
                 if ("held", fact[2]) in state:
                     state = _unvia(state - {("held", fact[2])} - self.implied_by(state, fact[2]), fact[2])
-        flagged = {fact for fact in state if fact[0] == "iff" and fact[1] == expression}
+        flagged = {fact for fact in state if fact[0] == "iff" and fact[1] == expression} \
+            if expression in self._valued else None
         if flagged:   # the callee dropped the lock exactly when it set this flag
             state = state - flagged
             for _, _, key in sorted(flagged):

@@ -204,6 +204,7 @@ class RcuTransfer(flow.Transfer):
                                 if (effect := F.section_effect(info.function))}
         self.lock_effects = {name: info.taken_locks for name, info in infos.items() if info.taken_locks}
         self._wrapped: dict[tuple[str, int], list] = {}
+        self._scope_starts: set[int] = set()   # the blocks a guard() was taken for (see guarded())
 
     def c_wrapped(self, info: F.FunctionInfo, call: CallSite) -> list:
         """What a lock wrapper of another .c file called here does (F.c_wrapper_ops), memoised."""
@@ -267,6 +268,7 @@ class RcuTransfer(flow.Transfer):
 
     def guarded(self, state: frozenset, call: CallSite, info: F.FunctionInfo, op, args, block) -> frozenset:
         """cleanup.h: the guard's reader or lock, held until control leaves `block`."""
+        self._scope_starts.add(block.start_byte)
         if op.is_reader or op.kind == "rtnl":
             state = _acquire(state, op.kind)
             if op.implies:
@@ -278,6 +280,8 @@ class RcuTransfer(flow.Transfer):
         return self.lock(state, op, key) | {("scope", block.start_byte, op, key)}
 
     def leave_block(self, state: frozenset, block) -> frozenset:
+        if block.start_byte not in self._scope_starts:   # no guard() of this walk holds for this block
+            return state
         ending = [f for f in state if f[0] == "scope" and f[1] == block.start_byte]
         if not ending:
             return state
