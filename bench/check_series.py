@@ -6,6 +6,8 @@ index stage. The machine is usually shared, so each run prints its CPU seconds (
 process's own, and its workers' and git's) and what they make on two idle cores: own + children/2
 for `lint` (its workers run side by side; the parent's work is the serial part) and the plain sum
 for `check` (an upper bound). Bytecode is compiled first (`compileall`), as an install has it.
+The host's own speed varies too: each figure carries the `pace` before and after it, the CPU
+seconds of a fixed piece of Python work (see machine_pace()); compare runs at a similar pace.
 
 1. `patchbench lint` of all of drivers/net and net/ on the 6.1 and 7.2 trees (targets: under 60 s on
    2 cores, 300 MB per worker), findings per rule. `--skip-tree` leaves it out. It runs first, so
@@ -63,8 +65,10 @@ class Run:
         with tempfile.TemporaryDirectory(prefix="patchbench-rusage-") as tmp:
             usage = Path(tmp) / "rusage.json"
             self.load = os.getloadavg()[0]
+            before = machine_pace()
             self.wall, self.proc = timed([sys.executable, "-c", MEASURED, *args], cwd,
                                          {"PYTHONPATH": str(ROOT), **env, "BENCH_RUSAGE": str(usage)})
+            self.pace = (before, machine_pace())
             if self.proc.returncode not in (0, 1) or not usage.is_file():
                 sys.exit(f"patchbench {' '.join(args)} failed (exit {self.proc.returncode}): {self.proc.stderr}")
             measured = json.loads(usage.read_text())
@@ -78,7 +82,19 @@ class Run:
         """CPU seconds and the wall time they make on two idle cores."""
         idle = self.own + self.children / 2 if parallel else self.cpu
         return (f"{self.cpu:.1f} CPU-s ({self.own:.1f} own + {self.children:.1f} workers/git) = about "
-                f"{idle:.1f} s on 2 idle cores; {self.wall:.1f} s wall here (load {self.load:.1f})")
+                f"{idle:.1f} s on 2 idle cores; {self.wall:.1f} s wall here (load {self.load:.1f}, "
+                f"pace {self.pace[0]:.2f}/{self.pace[1]:.2f})")
+
+
+def machine_pace() -> float:
+    """CPU seconds of a fixed piece of Python work (frozensets in a dict, like the analyses'), taken
+    before and after each run: the host's speed varies by a third within an hour on a shared
+    machine, and the same run's CPU seconds with it."""
+    started = time.process_time()
+    table: dict[int, frozenset] = {}
+    for number in range(1_000_000):
+        table[number & 1023] = frozenset((number, number + 1))
+    return time.process_time() - started
 
 
 def timed(argv: list[str], cwd: Path, env: dict | None = None) -> tuple[float, subprocess.CompletedProcess]:
@@ -106,8 +122,8 @@ def series_bench(kernel: Path, work: Path) -> None:
     warm = Run(check, ROOT, {"PATCHBENCH_CACHE": str(work / "cache")})
     print(f"patchbench check, 3 patches (exit {cold.proc.returncode}, {len(cold.proc.stdout.splitlines())} "
           f"findings), cold facts cache: {cold.cpu:.2f} CPU-s (under 1 s on idle cores: "
-          f"{'yes' if cold.cpu < 1 else 'no'}), {cold.wall:.2f} s wall here (load {cold.load:.1f}); "
-          f"warm: {warm.cpu:.2f} CPU-s")
+          f"{'yes' if cold.cpu < 1 else 'no'}), {cold.wall:.2f} s wall here (load {cold.load:.1f}, "
+          f"pace {cold.pace[0]:.2f}/{cold.pace[1]:.2f}); warm: {warm.cpu:.2f} CPU-s")
     checkpatch, proc = timed(["perl", "scripts/checkpatch.pl", "-q", "--no-summary", *map(str, patches)], kernel)
     touched = work / "touched"
     for path in ("drivers/net/tun.c", "drivers/net/tap.c"):
