@@ -930,6 +930,7 @@ def _build(blobs: list[tuple[str, str]], source: tuple[str, Path], jobs: int) ->
     blobs = sorted(blobs)
     digest = hashlib.sha1("\n".join(f"{p} {b}" for p, b in blobs).encode()).hexdigest()
     directory = cache_dir()
+    facts.retire_other_versions(directory)
     stored = directory / f"{digest}.sqlite"
     if stored.is_file():
         return CallIndex(digest, directory)

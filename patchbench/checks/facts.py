@@ -3,7 +3,8 @@
 The key is the git blob id of the content (what `git hash-object` prints, computed here, so a blob
 read from a commit and the same file in a work tree share it), the path (a few rules read it) and a
 fingerprint of the checker's own code and queries, so a changed rule never reads stale facts.
-The cache lives in $PATCHBENCH_CACHE/facts (default ~/.cache/patchbench/facts).
+The cache lives in $PATCHBENCH_CACHE/facts (default ~/.cache/patchbench/facts), one directory per
+fingerprint; those of other fingerprints unused for STALE_DAYS are removed (retire_other_versions).
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import gc
 import hashlib
 import json
 import os
+import re
+import shutil
+import time
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -39,7 +43,43 @@ def checker_fingerprint() -> str:
 
 def cache_dir() -> Path:
     root = os.environ.get("PATCHBENCH_CACHE") or Path.home() / ".cache" / "patchbench"
-    return Path(root) / "facts" / checker_fingerprint()
+    directory = Path(root) / "facts" / checker_fingerprint()
+    _retire_once(directory)
+    return directory
+
+
+@lru_cache(maxsize=None)
+def _retire_once(directory: Path) -> None:
+    retire_other_versions(directory)
+
+
+STALE_DAYS = 14
+_FINGERPRINT = re.compile(r"[0-9a-f]{16}")
+
+
+def retire_other_versions(current: Path) -> None:
+    """Note `current` (a cache directory named by a fingerprint of the code that fills it) as used
+    now, and remove its siblings of other fingerprints that no run has used for STALE_DAYS: every
+    change of the checker or of the index's scan starts a new directory (a call index costs gigabytes)
+    and nothing reads the old ones again. One still used by another installed version is marked by
+    each of its runs and stays. Failures are ignored: another process may be removing it too."""
+    try:
+        os.utime(current)
+    except OSError:
+        pass   # not created yet: its first entry creates it
+    cutoff = time.time() - STALE_DAYS * 86400
+    try:
+        siblings = [entry for entry in current.parent.iterdir()
+                    if entry.name != current.name and _FINGERPRINT.fullmatch(entry.name) and entry.is_dir()]
+    except OSError:
+        return
+    for sibling in siblings:
+        try:
+            stale = sibling.stat().st_mtime < cutoff
+        except OSError:
+            continue
+        if stale:
+            shutil.rmtree(sibling, ignore_errors=True)
 
 
 def findings_for(path: str, source: bytes, use_cache: bool = True,
