@@ -8,15 +8,13 @@ result of rcu_access_pointer() is reported outside any read-side section.
 
 from __future__ import annotations
 
-import re
 from typing import Iterable
 
-import tree_sitter
-
-from patchbench.checks import callindex, cparse, engine, kfacts
+from patchbench.checks import callindex, cparse, engine
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel
 from patchbench.checks.rules import rcu_analysis as A
+from patchbench.checks.rules import rcu_functions as F
 from patchbench.checks.rules import rcu_primitives as P
 from patchbench.checks.rules import rcu_removed
 
@@ -41,7 +39,7 @@ def check(model: FileModel) -> Iterable[Finding]:
     reported = set()
     for site in analysis.sites:
         call, name = site.call, site.function.function.name
-        if call.name != A.USE and _private(model, site):
+        if call.name != A.USE and F.stack_private(model, site.function.function, call):
             continue
         if call.name == A.USE:
             if call.args[1] == "deref" and any(("a", call.args[0]) in s and not _kept(s, site, analysis)
@@ -90,75 +88,6 @@ def check(model: FileModel) -> Iterable[Finding]:
     # `check`: what a read-side section the patch removed covered, judged as lockdep does
     for call, name, message, severity in rcu_removed.findings(analysis, reported):
         yield engine.finding(module, model, call.node, name, message, severity)
-
-
-_FIELD_OF_LOCAL = re.compile(r"&?\(?([A-Za-z_]\w*)\.[A-Za-z_][\w.]*\)?")
-_LOOPS = ("for_statement", "while_statement", "do_statement")
-
-
-def _private(model: FileModel, site: A.Site) -> bool:
-    """The pointer read is a field of a struct variable of the function's own stack (`cbss.ies`
-    of a `struct cfg80211_bss cbss;`, not static, no pointer in the path) whose address is not
-    taken before the read, nor in a loop around it: no other context can reach the object yet,
-    so nothing can change or free what it points to (a KUnit test filling a stack object)."""
-    call = site.call
-    if not call.args or call.name not in P.DEREFERENCES and call.name != P.ACCESS:
-        return False
-    match = _FIELD_OF_LOCAL.fullmatch(call.args[0])
-    if match is None:
-        return False
-    name = match.group(1)
-    function = site.function.function
-    if not _stack_aggregate(model, function.body, name):
-        return False
-    taken = re.compile(r"&\s*\(?\s*" + re.escape(name) + r"\b")
-    before = model.source[function.body.start_byte:call.start].decode("latin-1")
-    if taken.search(before) or not _set_to_new_memory(before, call.args[0].lstrip("&")):
-        return False
-    node = call.node.parent
-    while node is not None and node != function.body:
-        if node.type in _LOOPS and taken.search(model.text(node)):
-            return False
-        node = node.parent
-    return True
-
-
-def _set_to_new_memory(before: str, field: str) -> bool:
-    """The last setting of `field` in the text `before` a read sets it to memory just allocated
-    (`rcu_assign_pointer(cbss.ies, kunit_kzalloc(...))`)."""
-    facts = kfacts.table()["rcu"]["private"]
-    path = re.escape(field).replace(r"\.", r"\s*\.\s*")
-    setters = "|".join(map(re.escape, facts["setters"]))
-    settings = list(re.finditer(r"\b(?:" + setters + r")\s*\(\s*" + path + r"\s*,|(?<![\w.>])" + path +
-                                r"\s*=(?!=)", before))
-    if not settings:
-        return False
-    value = re.match(r"\s*(?:\([^()]*\)\s*)?([A-Za-z_]\w*)\s*\(", before[settings[-1].end():])
-    return value is not None and re.match(facts["allocators"], value.group(1)) is not None
-
-
-def _stack_aggregate(model: FileModel, body: tree_sitter.Node, name: str) -> bool:
-    """`name` is declared in `body` as a struct or union variable (not a pointer, not an
-    array, not static) and nowhere else in it."""
-    found = []
-    stack = [body]
-    while stack:
-        node = stack.pop()
-        if node.type == "declaration":
-            for declarator in node.children_by_field_name("declarator"):
-                inner = declarator.child_by_field_name("declarator") \
-                    if declarator.type == "init_declarator" else declarator
-                if inner is not None and inner.type == "identifier" and model.text(inner) == name:
-                    found.append(node)
-                elif inner is not None and model.text(inner).lstrip("*").split("[")[0].strip() == name:
-                    return False   # a pointer or an array of that name
-        stack.extend(node.named_children)
-    if len(found) != 1:
-        return False
-    kind = found[0].child_by_field_name("type")
-    static = any(c.type == "storage_class_specifier" and model.text(c) == "static"
-                 for c in found[0].children)
-    return kind is not None and kind.type in ("struct_specifier", "union_specifier") and not static
 
 
 def _reader(state: frozenset, site: A.Site) -> bool:

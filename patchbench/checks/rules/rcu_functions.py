@@ -1,4 +1,5 @@
-"""What the RCU analysis reads from each function before walking it (no rule ID here).
+"""What the RCU analysis reads from each function before walking it, and what the RCU rules ask of
+one read (stack_private; no rule ID here).
 
 `function_info()` gives a `FunctionInfo`: the families and locks the function takes itself, its
 stated precondition (comments, annotations, lockdep asserts, an `_rcu` name), its pointer locals,
@@ -13,6 +14,8 @@ import copy
 import os
 import re
 from dataclasses import dataclass, field
+
+import tree_sitter
 
 from patchbench.checks import callindex, cparse, kfacts, locks
 from patchbench.checks.model import CallSite, FileModel, Function, squeeze
@@ -355,3 +358,70 @@ def section_effect(function: Function) -> int:
         return -1
     names = {call.name for call in function.calls}
     return int("rcu_read_lock" in names and "rcu_read_unlock" not in names)
+
+
+_FIELD_OF_LOCAL = re.compile(r"&?\(?([A-Za-z_]\w*)\.[A-Za-z_][\w.]*\)?")
+_LOOPS = ("for_statement", "while_statement", "do_statement")
+
+
+def stack_private(model: FileModel, function: Function, call: CallSite) -> bool:
+    """The pointer read is a field of a struct variable of the function's own stack (`cbss.ies`
+    of a `struct cfg80211_bss cbss;`, not static, no pointer in the path) whose address is not
+    taken before the read, nor in a loop around it: no other context can reach the object yet,
+    so nothing can change or free what it points to (a KUnit test filling a stack object)."""
+    if not call.args or call.name not in P.DEREFERENCES and call.name != P.ACCESS:
+        return False
+    match = _FIELD_OF_LOCAL.fullmatch(call.args[0])
+    if match is None:
+        return False
+    name = match.group(1)
+    if not _stack_aggregate(model, function.body, name):
+        return False
+    taken = re.compile(r"&\s*\(?\s*" + re.escape(name) + r"\b")
+    before = model.source[function.body.start_byte:call.start].decode("latin-1")
+    if taken.search(before) or not _set_to_new_memory(before, call.args[0].lstrip("&")):
+        return False
+    node = call.node.parent
+    while node is not None and node != function.body:
+        if node.type in _LOOPS and taken.search(model.text(node)):
+            return False
+        node = node.parent
+    return True
+
+
+def _set_to_new_memory(before: str, field: str) -> bool:
+    """The last setting of `field` in the text `before` a read sets it to memory just allocated
+    (`rcu_assign_pointer(cbss.ies, kunit_kzalloc(...))`)."""
+    facts = kfacts.table()["rcu"]["private"]
+    path = re.escape(field).replace(r"\.", r"\s*\.\s*")
+    setters = "|".join(map(re.escape, facts["setters"]))
+    settings = list(re.finditer(r"\b(?:" + setters + r")\s*\(\s*" + path + r"\s*,|(?<![\w.>])" + path +
+                                r"\s*=(?!=)", before))
+    if not settings:
+        return False
+    value = re.match(r"\s*(?:\([^()]*\)\s*)?([A-Za-z_]\w*)\s*\(", before[settings[-1].end():])
+    return value is not None and re.match(facts["allocators"], value.group(1)) is not None
+
+
+def _stack_aggregate(model: FileModel, body: tree_sitter.Node, name: str) -> bool:
+    """`name` is declared in `body` as a struct or union variable (not a pointer, not an
+    array, not static) and nowhere else in it."""
+    found = []
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if node.type == "declaration":
+            for declarator in node.children_by_field_name("declarator"):
+                inner = declarator.child_by_field_name("declarator") \
+                    if declarator.type == "init_declarator" else declarator
+                if inner is not None and inner.type == "identifier" and model.text(inner) == name:
+                    found.append(node)
+                elif inner is not None and model.text(inner).lstrip("*").split("[")[0].strip() == name:
+                    return False   # a pointer or an array of that name
+        stack.extend(node.named_children)
+    if len(found) != 1:
+        return False
+    kind = found[0].child_by_field_name("type")
+    static = any(c.type == "storage_class_specifier" and model.text(c) == "static"
+                 for c in found[0].children)
+    return kind is not None and kind.type in ("struct_specifier", "union_specifier") and not static
