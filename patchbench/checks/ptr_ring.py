@@ -74,7 +74,7 @@ def _held_locks(model: FileModel) -> dict[str, summaries.Summary]:
     return summaries.solve(
         model, users | locks.lock_functions(model), lambda s: locks.LockTransfer(model, s),
         precondition=lambda f: _precondition(model, f),
-        inherit=lambda facts: frozenset(f for f in facts if f[0] == "held"))
+        inherit=lambda facts: frozenset(f for f in facts if f[0] == "held"), report=users)
 
 
 def _precondition(model: FileModel, function: Function) -> frozenset:

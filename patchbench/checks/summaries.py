@@ -14,7 +14,9 @@
   None when callers pass nothing (each function starts from its precondition).
 - `report`: the functions whose summaries the rule reads (default: all it was given). Without
   inheritance a caller changes nothing its callees see, so only these and the functions of the
-  call graph they call are walked; the others are left out of the result.
+  call graph they call are walked; with it, the part of the call graph connected to them (callers
+  give entries, callees summaries, and a callee's entry needs all its callers). The others are
+  left out of the result.
 
 A function's entry is `precondition(f) | (facts held at EVERY in-file call site)`; a function with
 unknown callers (address taken, registered as a callback, or not static) gets only its precondition.
@@ -72,6 +74,20 @@ def _called_from(model: FileModel, roots: set[str], wanted: set[str]) -> set[str
     return found
 
 
+def _connected(model: FileModel, roots: set[str], wanted: set[str]) -> set[str]:
+    """roots (those in wanted) and the functions of wanted joined to them by calls either way."""
+    found = roots & wanted
+    pending = list(found)
+    while pending:
+        name = pending.pop()
+        joined = set(_callees(model, name, wanted)) | {call.function for call in model.callers.get(name, [])
+                                                      if call.function in wanted}
+        for other in joined - found:
+            found.add(other)
+            pending.append(other)
+    return found
+
+
 def bottom_up(model: FileModel, wanted: set[str]) -> list[str]:
     """Callees before callers (depth-first post-order; cycles are cut anywhere)."""
     order: list[str] = []
@@ -101,8 +117,9 @@ def solve(model: FileModel, names: Iterable[str],
           inherit: Callable[[frozenset], frozenset] | None = lambda facts: facts,
           report: Iterable[str] | None = None) -> dict[str, Summary]:
     order = bottom_up(model, model.with_callers(names))   # callees first
-    if inherit is None and report is not None:
-        needed = _called_from(model, set(report), set(order))
+    if report is not None:
+        needed = _called_from(model, set(report), set(order)) if inherit is None \
+            else _connected(model, set(report), set(order))
         order = [name for name in order if name in needed]   # same relative order: same walks
     callees = {name: set(_callees(model, name, set(order))) for name in order}
     entries = {name: precondition(model.functions[name]) for name in order}
