@@ -9,7 +9,7 @@ from typing import Iterable
 
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel
-from patchbench.checks.rules import queue_flow
+from patchbench.checks import queue_flow
 
 ID = queue_flow.STOP_UNMATCHED
 SEVERITY = "error"

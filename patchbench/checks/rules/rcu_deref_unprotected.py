@@ -13,10 +13,10 @@ from typing import Iterable
 from patchbench.checks import callindex, cparse, engine
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel
-from patchbench.checks.rules import rcu_analysis as A
-from patchbench.checks.rules import rcu_functions as F
-from patchbench.checks.rules import rcu_primitives as P
-from patchbench.checks.rules import rcu_removed
+from patchbench.checks import rcu_analysis as A
+from patchbench.checks import rcu_functions as F
+from patchbench.checks import rcu_primitives as P
+from patchbench.checks import rcu_removed
 
 ID = "rcu-deref-unprotected"
 SEVERITY = "error"

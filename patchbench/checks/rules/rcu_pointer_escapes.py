@@ -11,7 +11,7 @@ from typing import Iterable
 from patchbench.checks import engine
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel
-from patchbench.checks.rules import rcu_analysis as A
+from patchbench.checks import rcu_analysis as A
 
 ID = "rcu-pointer-escapes"
 SEVERITY = "error"

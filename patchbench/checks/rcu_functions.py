@@ -19,7 +19,7 @@ import tree_sitter
 
 from patchbench.checks import callindex, cparse, kfacts, locks
 from patchbench.checks.model import CallSite, FileModel, Function, squeeze
-from patchbench.checks.rules import rcu_primitives as P
+from patchbench.checks import rcu_primitives as P
 
 USE = "<use>"    # name of the pseudo call sites that stand for uses of pointer locals
 ESCAPES = "rcu-pointer-escapes"        # queries/<id>.scm

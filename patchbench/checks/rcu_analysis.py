@@ -35,9 +35,9 @@ import tree_sitter
 
 from patchbench.checks import callindex, engine, flow, kfacts, locks, summaries
 from patchbench.checks.model import CallSite, FileModel, Function, squeeze
-from patchbench.checks.rules import rcu_functions as F
-from patchbench.checks.rules import rcu_primitives as P
-from patchbench.checks.rules import rcu_removed
+from patchbench.checks import rcu_functions as F
+from patchbench.checks import rcu_primitives as P
+from patchbench.checks import rcu_removed
 
 ROUNDS = 8
 MAX_LEVEL = 4

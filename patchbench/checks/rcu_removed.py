@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 from patchbench.checks import callindex, kfacts
 from patchbench.checks.model import CallSite, FileModel, Function
-from patchbench.checks.rules import rcu_functions as F
-from patchbench.checks.rules import rcu_primitives as P
+from patchbench.checks import rcu_functions as F
+from patchbench.checks import rcu_primitives as P
 
 # Readers a removed section's code may be judged against: every reader family.
 ANY_READER = P.READERS
@@ -184,7 +184,7 @@ class Judge:
     """Wants of calls (in-file callees summarised) and verdicts, over one file's analysis."""
 
     def __init__(self, analysis):
-        from patchbench.checks.rules import rcu_analysis   # it imports this module
+        from patchbench.checks import rcu_analysis   # it imports this module
         self.A = rcu_analysis
         self.analysis = analysis
         self.requires_reader = {name for name, info in analysis.infos.items() if info.requires_reader}

@@ -22,8 +22,8 @@ import re
 
 from patchbench.checks import flow, kfacts, summaries
 from patchbench.checks.model import CallSite, FileModel, Function
-from patchbench.checks.rules.queue_context import STOPPED_TESTS, Sides
-from patchbench.checks.rules.queue_sites import (SELF_CHECKING_STOPS, STOP_UNMATCHED, QueueSite, QueueSites,
+from patchbench.checks.queue_context import STOPPED_TESTS, Sides
+from patchbench.checks.queue_sites import (SELF_CHECKING_STOPS, STOP_UNMATCHED, QueueSite, QueueSites,
                                                  Verdict, same_queue)
 
 # Calls that hand transmitted work to the side that completes it; barriers (kernel facts table).

@@ -23,10 +23,10 @@ from typing import Iterator
 from patchbench.checks import callindex, engine, kfacts, summaries
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel, Function
-from patchbench.checks.rules.queue_context import OTHER_NAME, RECOVERY_NAME, TEARDOWN_NAME, Sides
-from patchbench.checks.rules.queue_ordering import (QueueFacts, barrier_functions, lost_wakeup, publishers,
+from patchbench.checks.queue_context import OTHER_NAME, RECOVERY_NAME, TEARDOWN_NAME, Sides
+from patchbench.checks.queue_ordering import (QueueFacts, barrier_functions, lost_wakeup, publishers,
                                                     unordered)
-from patchbench.checks.rules.queue_sites import (SPELLINGS, STOP_UNMATCHED, WRONG_QUEUE, QueueSite, QueueSites,
+from patchbench.checks.queue_sites import (SPELLINGS, STOP_UNMATCHED, WRONG_QUEUE, QueueSite, QueueSites,
                                                  Verdict, collect, same_queue, tree_wrappers)
 
 # The flow-control stop spellings.
