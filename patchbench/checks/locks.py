@@ -523,7 +523,7 @@ class LockTransfer(flow.Transfer):
                     others.add(found[1])
             keys -= others   # a typed key another variable also names
             self._through[memo] = frozenset() if first is None or \
-                _assigned_after(function, variable, first) else frozenset(keys)
+                assigned_after(function, variable, first) else frozenset(keys)
         return self._through[memo]
 
     @staticmethod
@@ -621,8 +621,6 @@ class LockTransfer(flow.Transfer):
         if not summary.exits:
             return state
         state = self.flagged_release(state, summary, call)
-        # `if (busy) spin_unlock(busy);`: the paths that found a parameter NULL had no lock to
-        # release; the callee releases the lock it is given whenever there is one
         for kind, mine in self._exit_effects(summary, call, stated):
             if kind == "held":
                 state = state | {("held", mine)}
@@ -683,17 +681,11 @@ def _unvia(state: frozenset, key: str) -> frozenset:
     return state - stale if stale else state
 
 
-def _assigned_after(function: Function, variable: str, after: int) -> bool:
-    """`variable` is assigned (or declared with a value) after byte `after`, or inside a loop."""
-    pending = [function.body]
-    while pending:
-        node = pending.pop()
-        target = node.child_by_field_name("left") if node.type == "assignment_expression" else None
-        if target is not None and target.text == variable.encode():
-            if node.start_byte > after or _in_loop(node, function.body):
-                return True
-        pending.extend(node.named_children)
-    return False
+def assigned_after(function: Function, variable: str, after: int) -> bool:
+    """`variable` is assigned after byte `after`, or inside a loop (again on each turn)."""
+    return any(node.child_by_field_name("left").text == variable.encode()
+               and (node.start_byte > after or _in_loop(node, function.body))
+               for node in function.shapes.get("assignment", []))
 
 
 def _in_loop(node: tree_sitter.Node, body: tree_sitter.Node) -> bool:
@@ -754,17 +746,14 @@ def _receiver(call: CallSite) -> str | None:
 
 def _out_parameter(function: Function, variable: str) -> int | None:
     """The index of the parameter P the function stores `variable` through (`*P = variable;`)."""
-    pending = [function.body]
-    while pending:
-        node = pending.pop()
-        if node.type == "assignment_expression" and node.child_by_field_name("right").type == "identifier" \
+    for node in function.shapes.get("assignment", []):
+        if node.child_by_field_name("right").type == "identifier" \
                 and node.child_by_field_name("right").text.decode() == variable:
             left = node.child_by_field_name("left")
             if left.type == "pointer_expression" and left.child_by_field_name("argument").type == "identifier":
                 name = left.child_by_field_name("argument").text.decode()
                 if name in function.params:
                     return function.params.index(name)
-        pending.extend(node.named_children)
     return None
 
 

@@ -188,14 +188,9 @@ def _flags_handed_out(model: FileModel, function: Function, key: str) -> bool:
     transfer = locks.LockTransfer(model)
     saved = {call.args[1] for call in function.calls if len(call.args) > 1
              and (found := transfer.op(call)) and found[1] == key and found[0].action != "release"}
-    pending = [function.body]
-    while pending:
-        node = pending.pop()
-        if node.type == "assignment_expression" and model.text(node.child_by_field_name("left")).startswith("*") \
-                and model.text(node.child_by_field_name("right")) in saved:
-            return True
-        pending.extend(node.named_children)
-    return False
+    return any(model.text(node.child_by_field_name("left")).startswith("*")
+               and model.text(node.child_by_field_name("right")) in saved
+               for node in function.shapes.get("assignment", []))
 
 
 def _double_locks(model: FileModel, summary: summaries.Summary) -> list[Finding]:
@@ -226,7 +221,7 @@ def _double_locks(model: FileModel, summary: summaries.Summary) -> list[Finding]
                 len(spelled.get(found[1], ())) != 1 or not _exclusive(call.name, found[0]):
             continue
         root = re.match(r"&?\(?(\w+)", call.args[found[0].argument]) if found[0].key != "global" else None
-        if root is not None and _reassigned(model, function, root.group(1), first_taken[found[1]]):
+        if root is not None and locks.assigned_after(function, root.group(1), first_taken[found[1]]):
             continue   # `ssk = next_subflow()` after the first lock: another object
         key = found[1]
         if any(("held", key) in state and ("caller", key) not in state
@@ -237,21 +232,6 @@ def _double_locks(model: FileModel, summary: summaries.Summary) -> list[Finding]
                 f"{call.name}({', '.join(call.args)}) takes a lock {function.name}() already holds "
                 "on this path: it deadlocks"))
     return findings
-
-
-def _reassigned(model: FileModel, function: Function, variable: str, after: int) -> bool:
-    """The variable is assigned after byte `after`, or inside a loop (again on each turn)."""
-    return any(model.text(node.child_by_field_name("left")) == variable
-               and (node.start_byte > after or _in_loop(node, function.body))
-               for node in function.shapes.get("assignment", []))
-
-
-def _in_loop(node, body) -> bool:
-    while node is not None and node != body:
-        if node.type in ("for_statement", "while_statement", "do_statement"):
-            return True
-        node = node.parent
-    return False
 
 
 def _exclusive(spelling: str, op) -> bool:
