@@ -153,3 +153,19 @@ def test_interrupt_at_random_moments(workload: Path, series_repo, tmp_path, comm
             time.sleep(0.1)
         assert _children_with(marker) == [], f"attempt {attempt}: processes left after {signum.name}"
         assert not list((series_repo[0] / ".git").rglob("*.lock")), "a git lock file was left behind"
+
+
+def _pid_after_sleeping(seconds: float) -> tuple[float, int]:
+    time.sleep(seconds)
+    return seconds, os.getpid()
+
+
+def test_largest_tasks_are_handed_out_first_and_results_keep_task_order():
+    """Two workers, sizes 1, 1, 1, 8: the large task goes out first, so one worker takes it while
+    the other does the three small ones (in task order the large one would start last and run
+    alone at the end), and every result still comes back at its task's place."""
+    tasks = [0.1, 0.1, 0.1, 0.8]
+    results = workers.run_all(_pid_after_sleeping, tasks, 2, sizes=[1, 1, 1, 8])
+    assert [seconds for seconds, _ in results] == tasks
+    large_worker = results[3][1]
+    assert all(pid != large_worker for _, pid in results[:3]), "the small tasks share the other worker"

@@ -110,8 +110,10 @@ def findings_for(path: str, source: bytes, use_cache: bool = True,
     return found
 
 
-def parallel(work: Callable[[Task], list[Finding]], tasks: Iterable[Task], jobs: int) -> list[list[Finding]]:
-    """work(task) for every task on `jobs` worker processes (in order); in-process for one job or task.
+def parallel(work: Callable[[Task], list[Finding]], tasks: Iterable[Task], jobs: int,
+             sizes: list[int] | None = None) -> list[list[Finding]]:
+    """work(task) for every task on `jobs` worker processes (results in order; with `sizes`, the
+    largest tasks first); in-process for one job or task.
 
     Workers return findings only, so each holds one file's tree at a time."""
     tasks = list(tasks)
@@ -119,7 +121,7 @@ def parallel(work: Callable[[Task], list[Finding]], tasks: Iterable[Task], jobs:
         if jobs <= 1 or len(tasks) <= 1:
             return [work(task) for task in tasks]
         engine.preload()
-        return workers.run_all(work, tasks, jobs)
+        return workers.run_all(work, tasks, jobs, sizes)
 
 
 @contextmanager
@@ -143,4 +145,4 @@ def _findings_of(item: tuple) -> list[Finding]:
 
 def findings_of_many(items: list[tuple], jobs: int) -> list[list[Finding]]:
     """findings_for(path, source[, previous]) of each item, on up to `jobs` processes."""
-    return parallel(_findings_of, items, jobs)
+    return parallel(_findings_of, items, jobs, [len(item[1]) for item in items])

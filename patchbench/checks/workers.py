@@ -22,7 +22,7 @@ import multiprocessing
 import signal
 import sys
 from multiprocessing.connection import Connection, wait
-from typing import Callable, Generic, Sequence, TypeVar
+from typing import Callable, Generic, Iterable, Sequence, TypeVar
 
 from patchbench.errors import CheckFailed, Failed
 
@@ -33,14 +33,23 @@ _STOPS = {signal.SIGINT, signal.SIGTERM}
 _FORK = multiprocessing.get_context("fork")
 
 
-def run_all(work: Callable[[Task], Result], tasks: Sequence[Task], jobs: int) -> list[Result]:
-    """[work(task) for task in tasks], on up to `jobs` forked processes."""
+def run_all(work: Callable[[Task], Result], tasks: Sequence[Task], jobs: int,
+            sizes: Sequence[int] | None = None) -> list[Result]:
+    """[work(task) for task in tasks], on up to `jobs` forked processes. With `sizes` (a guess at
+    each task's cost: a file's length), the largest are handed out first, so that no worker is
+    left with a big one while the others have finished (a series of two large files and a small
+    one waits for one large file, not for a large and the small one after it)."""
     gc.freeze()   # what the command built so far is never collected in a worker: its pages stay shared
     try:
         with _Workers(work, min(jobs, len(tasks))) as workers:
-            return workers.map(tasks)
+            return workers.map(tasks, _largest_first(sizes) if sizes is not None else range(len(tasks)))
     finally:
         gc.unfreeze()
+
+
+def _largest_first(sizes: Sequence[int]) -> list[int]:
+    """Task indexes by decreasing size, ties in task order."""
+    return sorted(range(len(sizes)), key=lambda index: (-sizes[index], index))
 
 
 def _serve(work: Callable, connection: Connection, inherited: list[Connection]) -> None:
@@ -91,9 +100,10 @@ class _Workers(Generic[Task, Result]):
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         return ours
 
-    def map(self, tasks: Sequence[Task]) -> list[Result]:
+    def map(self, tasks: Sequence[Task], order: Iterable[int]) -> list[Result]:
+        """Results in task order, the tasks handed out in `order` (indexes)."""
         results: list = [None] * len(tasks)
-        queue = iter(range(len(tasks)))
+        queue = iter(order)
         busy: dict[Connection, int] = {}
 
         def give(connection: Connection) -> None:

@@ -19,7 +19,7 @@ import tomllib
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from patchbench.commands.build import add_runner_arguments
+from patchbench.commands.runner_options import add_runner_arguments
 from patchbench.errors import BadInput
 
 TOKEN_VARIABLE = "PATCHBENCH_PATCHWORK_TOKEN"

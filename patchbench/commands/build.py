@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchbench.commands.apply import add_apply_arguments, apply_from_args
+from patchbench.commands.runner_options import add_runner_arguments
 from patchbench.dispatch import commits, progress, workspace
 from patchbench.dispatch.jobs import JobResult, Target
 from patchbench.dispatch.kbuild import DEFAULT_MAKE_VARS
@@ -51,13 +51,6 @@ def add_dispatch_arguments(parser: argparse.ArgumentParser, formats: tuple[str, 
     parser.add_argument("--logs", type=Path, default=None, metavar="DIR", help="where job logs go")
     parser.add_argument("--format", choices=formats, default="text", help="output format (default: text)")
     add_runner_arguments(parser)
-
-
-def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runner", choices=("local", "celery"), default=os.environ.get("PATCHBENCH_RUNNER", "local"),
-                        help="where jobs run: this machine, or a Celery farm (default: $PATCHBENCH_RUNNER or local)")
-    parser.add_argument("--broker", default=os.environ.get("PATCHBENCH_BROKER"), metavar="URL",
-                        help="the farm's Redis for --runner celery (default: $PATCHBENCH_BROKER)")
 
 
 def make_runner(args, store: ResultStore | None):

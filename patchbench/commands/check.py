@@ -14,7 +14,7 @@ from patchbench import patchchecks
 from patchbench.checks import engine
 from patchbench.checks.patches import PatchCheck, SeriesCheck, check_applied
 from patchbench.commands.apply import add_apply_arguments, apply_from_args
-from patchbench.commands.build import add_runner_arguments, check_on_runner
+from patchbench.commands.runner_options import add_runner_arguments
 from patchbench.report.findings import FORMATS, Report, render, series_report
 from patchbench.report.progress import Progress
 from patchbench.series import Series
@@ -57,6 +57,8 @@ def _static_rules(args, applied: ApplyResult, rules: set[str]) -> tuple[SeriesCh
     elif getattr(args, "runner", "local") == "local":   # callers other than check/run have no farm
         checked = check_applied(applied)
     else:
+        from patchbench.commands.build import check_on_runner   # the dispatch stage, only for a farm
+
         checked = check_on_runner(applied, args)
     for patch in checked.patches:
         patch.new = [f for f in patch.new if f.rule in rules]
