@@ -78,21 +78,10 @@ def lint_files(files: list[str], jobs: int = 1, use_cache: bool = True,
     _progress = progress
     try:
         with callindex.active(index, root):
-            found = facts.parallel(_lint_file, [(path, use_cache) for path in files], jobs, _sizes(files))
+            found = facts.parallel(_lint_file, [(path, use_cache) for path in files], jobs)
     finally:
         _progress = None
     return sorted((f for result in found for f in result), key=lambda f: (f.file, f.line, f.rule))
-
-
-def _sizes(files: list[str]) -> list[int]:
-    """Each file's length (0 when it cannot be read: its task says why)."""
-    sizes = []
-    for path in files:
-        try:
-            sizes.append(os.stat(path).st_size)
-        except OSError:
-            sizes.append(0)
-    return sizes
 
 
 def run(args) -> int:
