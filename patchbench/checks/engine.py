@@ -80,10 +80,19 @@ def finding(rule_module: ModuleType, model: FileModel, node: tree_sitter.Node | 
 
 
 def applicable(source: bytes, rule_ids: set[str] | None = None) -> list[ModuleType]:
-    """The rules (of rule_ids) that can report on this text: those whose MENTIONS it matches."""
-    return [module for module in rules() if (rule_ids is None or module.ID in rule_ids)
-            and (mentions(source, _mentions_of(module))
-                 or (hasattr(module, "reaches") and module.reaches(source)))]
+    """The rules (of rule_ids) that can report on this text: those whose MENTIONS it matches.
+    Rules sharing an analysis share their words: each list is searched for once."""
+    found: dict[tuple[bytes, ...] | None, bool] = {}
+    chosen = []
+    for module in rules():
+        if rule_ids is not None and module.ID not in rule_ids:
+            continue
+        words = _mentions_of(module)
+        if words not in found:
+            found[words] = mentions(source, words)
+        if found[words] or (hasattr(module, "reaches") and module.reaches(source)):
+            chosen.append(module)
+    return chosen
 
 
 def _mentions_of(module: ModuleType) -> tuple[bytes, ...] | None:

@@ -14,9 +14,10 @@
   None when callers pass nothing (each function starts from its precondition).
 - `report`: the functions whose summaries the rule reads (default: all it was given). Without
   inheritance a caller changes nothing its callees see, so only these and the functions of the
-  call graph they call are walked; with it, the part of the call graph connected to them (callers
-  give entries, callees summaries, and a callee's entry needs all its callers). The others are
-  left out of the result.
+  call graph they call are walked; with it, also the callers of each of those whose entry comes
+  from its callers (a function with unknown callers starts from its precondition whoever calls
+  it), and so on: each walk depends only on its entry and its callees' summaries, so the others
+  cannot change what these get. The others are left out of the result.
 
 A function's entry is `precondition(f) | (facts held at EVERY in-file call site)`; a function with
 unknown callers (address taken, registered as a callback, or not static) gets only its precondition.
@@ -74,14 +75,17 @@ def _called_from(model: FileModel, roots: set[str], wanted: set[str]) -> set[str
     return found
 
 
-def _connected(model: FileModel, roots: set[str], wanted: set[str]) -> set[str]:
-    """roots (those in wanted) and the functions of wanted joined to them by calls either way."""
+def _depended_on(model: FileModel, roots: set[str], wanted: set[str]) -> set[str]:
+    """roots (those in wanted) and, transitively, what their walks depend on: the functions of
+    wanted they call (summaries) and, for a function whose entry comes from its callers (every
+    caller known: see _entry), those callers (their states at the calls)."""
     found = roots & wanted
     pending = list(found)
     while pending:
         name = pending.pop()
-        joined = set(_callees(model, name, wanted)) | {call.function for call in model.callers.get(name, [])
-                                                      if call.function in wanted}
+        joined = set(_callees(model, name, wanted))
+        if not model.has_unknown_callers(name):
+            joined |= {call.function for call in model.callers.get(name, []) if call.function in wanted}
         for other in joined - found:
             found.add(other)
             pending.append(other)
@@ -119,7 +123,7 @@ def solve(model: FileModel, names: Iterable[str],
     order = bottom_up(model, model.with_callers(names))   # callees first
     if report is not None:
         needed = _called_from(model, set(report), set(order)) if inherit is None \
-            else _connected(model, set(report), set(order))
+            else _depended_on(model, set(report), set(order))
         order = [name for name in order if name in needed]   # same relative order: same walks
     callees = {name: set(_callees(model, name, set(order))) for name in order}
     entries = {name: precondition(model.functions[name]) for name in order}

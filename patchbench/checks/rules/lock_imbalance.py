@@ -62,13 +62,17 @@ def _takes(model: FileModel, call) -> bool:
         any(op.action != "release" for op, _ in locks.wrapped_ops(model, None, call))
 
 
+# Searched for first: the spellings most files that have one use (a file is searched until one is found).
+_COMMON = ("spin_lock", "mutex_lock", "read_lock", "rtnl_lock")
+
+
 def _mentions() -> tuple[bytes, ...]:
     """The acquiring spellings, without those containing another (spin_lock covers spin_lock_bh):
     a file without one has no taker to walk."""
     spellings = {name for name, op in kfacts.lock_ops().items() if op.action in ("acquire", "try", "try_fail")}
     spellings |= {"guard"}
-    return tuple(sorted(name.encode() for name in spellings
-                        if not any(other != name and other in name for other in spellings)))
+    kept = [name for name in spellings if not any(other != name and other in name for other in spellings)]
+    return tuple(name.encode() for name in sorted(kept, key=lambda name: (name not in _COMMON, len(name), name)))
 
 
 MENTIONS = _mentions()
