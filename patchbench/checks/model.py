@@ -186,6 +186,7 @@ class FileModel:
         starts = [f.node.start_byte for f in ordered]
         model = cls(path, source, tree, functions, {}, {})
         assigned: dict[Function, dict[str, set[str]]] = {}
+        entries: dict[int, tuple[str, dict[str, str]]] = {}
         for found in cparse.matches(_FACTS, tree.root_node):
             if "call" in found:
                 model._add_call(found, _owner(ordered, starts, found["call"][0]))
@@ -208,8 +209,11 @@ class FileModel:
                     model.ops_structs[(name, kind)] = struct
                     model.ops_groups.setdefault(group, {})[kind] = name
                     model.ops_group_of[(name, kind)] = group
-                    model.ops_entries.setdefault((name, kind), []).append(
-                        _entry(found["init_field"][0], source))
+                    listing = _enclosing(found["init_field"][0], "initializer_list")
+                    key = listing.start_byte if listing is not None else -1
+                    if key not in entries:   # once per initialiser, not once per field of it
+                        entries[key] = _entry(listing, source)
+                    model.ops_entries.setdefault((name, kind), []).append(entries[key])
             elif "set_fn" in found:
                 kind = REGISTRATION_FIELDS.get(model.text(found["set_field"][0]))
                 if kind:
@@ -408,12 +412,16 @@ def _initialised_struct(node: tree_sitter.Node, source: bytes) -> tuple[str, int
     return _type_name(kind, source), node.start_byte
 
 
-def _entry(node: tree_sitter.Node, source: bytes) -> tuple[str, dict[str, str]]:
-    """(declared name, {field: squeezed value text}) of the innermost initialiser list holding
-    the field identifier `node`."""
-    entry = node
-    while entry is not None and entry.type != "initializer_list":
-        entry = entry.parent
+def _enclosing(node: tree_sitter.Node, kind: str) -> tree_sitter.Node | None:
+    """The innermost node of type `kind` holding node."""
+    while node is not None and node.type != kind:
+        node = node.parent
+    return node
+
+
+def _entry(entry: tree_sitter.Node | None, source: bytes) -> tuple[str, dict[str, str]]:
+    """(declared name, {field: squeezed value text}) of the initialiser list `entry` (None: a
+    designator outside one)."""
     fields = {}
     for pair in entry.named_children if entry is not None else ():
         designator, value = pair.child_by_field_name("designator"), pair.child_by_field_name("value")
@@ -421,9 +429,7 @@ def _entry(node: tree_sitter.Node, source: bytes) -> tuple[str, dict[str, str]]:
                 designator.type == "field_designator" and designator.named_child_count:
             fields[cparse.node_text(source, designator.named_children[0])] = \
                 squeeze(cparse.node_text(source, value))
-    declarator = entry
-    while declarator is not None and declarator.type != "init_declarator":
-        declarator = declarator.parent
+    declarator = _enclosing(entry, "init_declarator") if entry is not None else None
     name = ""
     if declarator is not None:
         inner = declarator.child_by_field_name("declarator")
