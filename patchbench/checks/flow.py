@@ -860,12 +860,19 @@ def _bounded(states: set, transfer: Transfer, universe: frozenset) -> set:
 def _fewest_forgotten(states: set, texts: list[str]) -> set:
     """The states with the fewest of texts, taken in order, forgotten that leaves MAX_STATES or
     fewer (at least one text; all of them when even that leaves more). Forgetting more never adds
-    states; one or two texts usually suffice, so the count is looked for by doubling, then halving."""
+    states; one or two texts usually suffice, so the count is looked for by doubling, then halving.
+    Each try starts from the largest count known not to fit (forgetting texts[:a] then texts[a:b]
+    is forgetting texts[:b]), whose states are fewer and already merged."""
+    done, base = 0, states    # texts[:done] forgotten in base; done is 0 or does not fit
     merged: dict[int, set] = {}
 
     def fits(count: int) -> bool:
-        merged[count] = _forgetting(states, texts[:count])
-        return len(merged[count]) <= MAX_STATES
+        nonlocal done, base
+        merged[count] = _forgetting(base, texts[done:count])
+        if len(merged[count]) <= MAX_STATES:
+            return True
+        done, base = count, merged[count]
+        return False
 
     low, high = 1, 1          # fits(high) or high is len(texts); low - 1 does not fit
     while high < len(texts) and not fits(high):
@@ -876,12 +883,12 @@ def _fewest_forgotten(states: set, texts: list[str]) -> set:
             high = middle
         else:
             low = middle + 1
-    return merged[high] if high in merged else _forgetting(states, texts[:high])
+    return merged[high] if high in merged else _forgetting(base, texts[done:high])
 
 
 def _forgetting(states: set, texts: list[str]) -> set:
     forgotten = {tag for text in texts for tag in (("branch", text, True), ("branch", text, False), ("set", text))}
-    return {state - forgotten for state in states}
+    return {state if forgotten.isdisjoint(state) else state - forgotten for state in states}
 
 
 def _separation(cores: dict, text: str) -> float:
