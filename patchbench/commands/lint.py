@@ -78,6 +78,8 @@ def lint_files(files: list[str], jobs: int = 1, use_cache: bool = True,
     _progress = progress
     try:
         with callindex.active(index, root):
+            # in path order, not largest first: a worker's call index answers stay warm for the
+            # directory it is in (largest first cost a sixteenth more CPU on 7.2)
             found = facts.parallel(_lint_file, [(path, use_cache) for path in files], jobs)
     finally:
         _progress = None
