@@ -1,0 +1,479 @@
+"""The lock-imbalance analysis: a lock taken in a function is still held at one of its returns,
+or released on a path that does not hold it (the rule is rules/lock_imbalance.py).
+
+Accepted, not findings:
+- a function meant to return with the lock: `__acquires`, a name like foo_lock()/foo_trylock(),
+  a comment "returns with ... held";
+- a lock this function never releases itself (the returns without it never took it), when
+  something says it is handed on: a name word (foo_lock_channel, acquire, lookup, prep,
+  reset_down), a paired registration (.pre_doit, .start/.next, .lock, .init) or an in-file
+  caller that releases it; or the returns say it (kept where it succeeds, absent where it fails);
+- a lock held only on the returns that report success and released on those that report failure,
+  judged by the return type (0 or a count for int, true for bool, a pointer, against -EINVAL,
+  false, NULL, ERR_PTR()) and by what the path tested: the trylock and lookup-locked shapes;
+- locks released here that the caller took; `guard()` locks are released at the end of their
+  block by the walk itself (locks.LockTransfer.leave_block).
+"""
+
+from __future__ import annotations
+
+import re
+from types import ModuleType
+
+from patchbench.checks import callindex, engine, kfacts, locks, summaries
+from patchbench.checks.finding import Finding
+from patchbench.checks.model import FileModel, Function, squeeze
+
+# Names of functions meant to return with a lock held: foo_lock(), foo_lock_irqsave(), foo_trylock(), ...
+_WRAPPER_NAME = re.compile(r"(^|_)(try)?lock(_bh|_irq\w*|_nested|_shared|_exclusive|_all)?$|_locked$"
+                           r"|lock_sock$|_(acquire|get|begin|start|enter|hold)$", re.IGNORECASE)
+# Words of names of functions that hand a lock to their caller: foo_lock_channel(), bar_acquire_nvm().
+_HANDING_NAME = re.compile(r"(^|_)(try)?lock(_|$)|acquire|_get_|_get$|_hold|_begin|_start|_enter|suspend"
+                           r"|(^|_)pre_|prep|_down$|lookup|(^|_)down_(read|write)", re.IGNORECASE)
+# Registrations whose counterpart releases: .pre_doit/.post_doit, .start/.stop, .lock/.unlock, ...
+# (whole field names: .ndo_start_xmit is no .start)
+_PAIRED_FIELD = re.compile(r"^(pre_\w+|\w*_?(start|next|lock|begin|prepare|init|get|enter|acquire))$",
+                           re.IGNORECASE)
+# Words of paired function names: foo_open() takes what foo_close() releases.
+_COUNTERPARTS = (("open", "close"), ("start", "stop"), ("begin", "end"), ("block", "unblock"),
+                 ("get", "put"), ("enter", "exit"), ("prepare", "finish"), ("lock", "unlock"))
+# seq_file iterator steps: the lock taken by ->start or ->next is released by ->next or ->stop.
+_SEQ_STEPS = {"start", "next"}
+# Names of lookups that return their object locked: netdev_get_by_index_lock(), foo_find_lock_ops()
+_LOCKED_RESULT = re.compile(r"_(try)?lock(_ops\w*)?$")
+_SEQ_FIELDS = frozenset({"start", "next", "stop"})
+# "Returns with the lock held", "leaves rtnl locked": the function comment says it is meant.
+_DOCUMENTED = re.compile(r"\b(returns?|exits?|leaves?|left)\b[^.]{0,60}\b(held|locked)\b", re.IGNORECASE)
+_UNREPORTED = frozenset({"irq", "preempt"})
+_FLAVOURS = frozenset({"bh", "irq"})   # what a spin_lock_bh()/_irq() disables until its own unlock
+_EXCLUSIVE = frozenset({"spin", "mutex", "rwlock", "rwsem", "rtnl", "netdev", "devl", "wiphy", "sock"})
+_GLOBAL_KEYS = frozenset(op.kind for op in kfacts.lock_ops().values() if op.key == "global")
+_SECTIONS = frozenset({"rcu", "rcu_bh", "rcu_sched"})
+_FAILURE = re.compile(r"^(NULL|false|ERR_PTR\(.*\)|-E\w+|-\d+)$")
+
+
+def _takes(model: FileModel, call) -> bool:
+    op = kfacts.lock_op(call.name)
+    return (op is not None and op.action in ("acquire", "try", "try_fail")) or \
+        locks.guard_call(call) is not None or \
+        any(op.action != "release" for op, _ in locks.wrapped_ops(model, None, call))
+
+
+def findings(model: FileModel, rule: ModuleType) -> list[Finding]:
+    """The findings of `rule` (lock-imbalance) on the functions of model that take a lock."""
+    names = {name for name, function in model.functions.items() if any(_takes(model, c) for c in function.calls)}
+    if not names:
+        return []
+    # and the callers of those returning a pointer: a lookup may return its object locked
+    names |= {call.function for name in names if _return_kind(model, model.functions[name]) == "pointer"
+              for call in model.callers.get(name, []) if call.function}
+    results = summaries.solve(model, names | locks.lock_functions(model),
+                              lambda s: locks.LockTransfer(model, s, values=True),
+                              precondition=lambda f: _precondition(model, f), inherit=None,
+                              report=names)
+    found: list[Finding] = []
+    for name in sorted(names):
+        if _seq_step(model, name):
+            continue
+        found.extend(_check_function(model, results[name], rule))
+        found.extend(_unheld_releases(model, results[name], rule))
+    return found
+
+
+def _seq_step(model: FileModel, name: str) -> bool:
+    """A seq_file iterator step (->start, ->next, ->stop), registered here or in another file:
+    the lock ->start takes is kept by ->next and released by ->next or ->stop (the seq_file
+    protocol, Documentation/filesystems/seq_file.rst): not judged for balance."""
+    kinds = set(model.registrations.get(name, ())) | {kind for kind, struct in callindex.registrations(name)
+                                                      if struct in ("", "seq_operations")}
+    return bool(kinds) and kinds <= _SEQ_FIELDS
+
+
+def _precondition(model: FileModel, function: Function) -> frozenset:
+    keys = locks.annotated_keys(model, function, "__must_hold", "__releases")
+    return frozenset({("held", k) for k in keys} | {("caller", k) for k in keys})
+
+
+def _check_function(model: FileModel, summary: summaries.Summary, rule: ModuleType) -> list[Finding]:
+    function = summary.function
+    exits = summary.result.returns
+    # interrupts and preemption: their pairs are often macros or other functions' business
+    # (kunmap_atomic, put_cpu_var); not reported as leaks
+    leaked = {fact[1] for _, state in exits for fact in state
+              if fact[0] == "held" and ("caller", fact[1]) not in state and fact[1] not in _UNREPORTED}
+    findings = []
+    for key in sorted(leaked):
+        # a return where the lock is the caller's (asserted held: ASSERT_RTNL() on the paths that
+        # did not take it) neither leaks nor releases it
+        holding = [(node, state) for node, state in exits
+                   if ("held", key) in state and ("caller", key) not in state]
+        releasing = [(node, state) for node, state in exits if ("held", key) not in state]
+        if _intended(model, function, key, holding, releasing) or _retaken(model, summary, key) \
+                or _documented_handoff(model, function, key):
+            continue
+        node = min((n for n, _ in holding), key=lambda n: n.start_byte)
+        spelled = _spelling(model, function, key)
+        findings.append(engine.finding(
+            rule, model, node, function.name,
+            f"{spelled} taken in {function.name}() is still held at this return"
+            + (" (released on other paths)" if releasing else "")))
+    # spin_lock_bh() released by spin_unlock() (and no local_bh_enable()): softirqs stay off
+    flavours = {(fact[1], fact[2]) for _, state in exits for fact in state
+                if fact[0] == "implied" and fact[1] in _FLAVOURS and ("held", fact[2]) not in state}
+    for implied, key in sorted(flavours):
+        if _flags_handed_out(model, function, key):
+            continue
+        node = min((n for n, state in exits if ("implied", implied, key) in state), key=lambda n: n.start_byte)
+        findings.append(engine.finding(
+            rule, model, node, function.name,
+            f"{_spelling(model, function, key)} in {function.name}() is released by an unlock of "
+            f"another flavour: {'softirqs' if implied == 'bh' else 'interrupts'} stay disabled at this return"))
+    return findings + _double_locks(model, summary, rule)
+
+
+def _documented_handoff(model: FileModel, function: Function, key: str) -> bool:
+    """The comment right above the acquisition names another function of the file that releases
+    the lock ("Lock just before TX ... and release the lock in dpaa2_eth_free_tx_fd when ...")."""
+    transfer = locks.LockTransfer(model)
+    lines = model.source.split(b"\n")
+    for call in function.calls:
+        found = transfer.op(call)
+        if found is None or found[1] != key or found[0].action == "release":
+            continue
+        index, comment = call.line - 2, []
+        while index >= 0 and len(comment) < 12:
+            text = lines[index].strip()
+            if not (text.startswith((b"/*", b"*", b"//")) or text.endswith(b"*/")):
+                break
+            comment.append(text.decode("utf-8", "replace"))
+            index -= 1
+        for word in re.findall(r"\w+", " ".join(comment)):
+            other = model.functions.get(word)
+            if other is not None and other is not function and any(
+                    (op := transfer.op(c)) and op[0].action == "release" and op[1] == key for c in other.calls):
+                return True
+    return False
+
+
+def _retaken(model: FileModel, summary: summaries.Summary, key: str) -> bool:
+    """A global lock the function drops and takes again (`rtnl_unlock(); request_module();
+    rtnl_lock();`) on a path where it had not taken it: the function is entered holding it,
+    and the returns that hold it give the caller its own lock back (em_text_change())."""
+    if key not in _GLOBAL_KEYS:
+        return False
+    transfer = locks.LockTransfer(model)
+    return any((found := transfer.op(call)) is not None and found[1] == key and found[0].action == "acquire"
+               and any(("caller", key) in state and ("held", key) not in state
+                       for state in summary.result.states_at(call))
+               for call in summary.function.calls)
+
+
+def _flags_handed_out(model: FileModel, function: Function, key: str) -> bool:
+    """The saved interrupt flags of the lock go to the caller (`*irqflags = flags;`): it
+    restores them (mctp_lookup_key())."""
+    transfer = locks.LockTransfer(model)
+    saved = {call.args[1] for call in function.calls if len(call.args) > 1
+             and (found := transfer.op(call)) and found[1] == key and found[0].action != "release"}
+    return any(model.text(node.child_by_field_name("left")).startswith("*")
+               and model.text(node.child_by_field_name("right")) in saved
+               for node in function.shapes.get("assignment", []))
+
+
+def _double_locks(model: FileModel, summary: summaries.Summary, rule: ModuleType) -> list[Finding]:
+    """An exclusive lock taken again on a path that holds it since this function took it: a
+    self-deadlock. Only a lock the function always names the same way (one argument text from a
+    variable it never reassigns, never a _nested class, never a reader), so that two objects of
+    one type are not one lock."""
+    function = summary.function
+    transfer = locks.LockTransfer(model)
+    spelled: dict[str, set[str]] = {}
+    for call in function.calls:
+        found = transfer.op(call)
+        if found is not None and found[0].action in ("acquire", "try", "try_fail"):
+            spelled.setdefault(found[1], set()).add(call.args[found[0].argument] if found[0].key != "global"
+                                                    else call.name)
+    first_taken: dict[str, int] = {}
+    for call in function.calls:
+        found = transfer.op(call)
+        if found is not None and found[0].action == "acquire":
+            first_taken[found[1]] = min(first_taken.get(found[1], call.start), call.start)
+    # a lock still held at a return is a leak or a hand-off (dpaa2's per-frame mutex), reported
+    # or accepted as such: its acquisitions in a loop are not judged again
+    kept = {fact[1] for _, state in summary.result.returns for fact in state if fact[0] == "held"}
+    findings, reported = [], set()
+    for call in function.calls:
+        found = transfer.op(call)
+        if found is None or found[0].action != "acquire" or found[1] in reported or found[1] in kept or \
+                len(spelled.get(found[1], ())) != 1 or not _exclusive(call.name, found[0]):
+            continue
+        root = re.match(r"&?\(?(\w+)", call.args[found[0].argument]) if found[0].key != "global" else None
+        if root is not None and locks.assigned_after(function, root.group(1), first_taken[found[1]]):
+            continue   # `ssk = next_subflow()` after the first lock: another object
+        key = found[1]
+        if any(("held", key) in state and ("caller", key) not in state
+               for state in summary.result.states_at(call)):
+            reported.add(key)
+            findings.append(engine.finding(
+                rule, model, call.node, function.name,
+                f"{call.name}({', '.join(call.args)}) takes a lock {function.name}() already holds "
+                "on this path: it deadlocks"))
+    return findings
+
+
+def _exclusive(spelling: str, op) -> bool:
+    """A lock a second acquisition waits for: not a reader, a nesting counter or a _nested class."""
+    return op.kind in _EXCLUSIVE and "read" not in spelling and "nest" not in spelling
+
+
+def _unheld_releases(model: FileModel, summary: summaries.Summary, rule: ModuleType) -> list[Finding]:
+    """Releases of a lock the function takes itself, reached on a path where it is not held:
+    an error path that unlocks before the lock was taken, a double unlock. A lock the function
+    never takes, or releases before it first takes it, is its caller's (released for it); a lock
+    held on entry (__must_hold, __releases, lockdep_assert_held) is held on every path."""
+    function = summary.function
+    transfer = locks.LockTransfer(model)
+    first: dict[str, str] = {}   # key -> the action of the first call on it, in source order
+    for call in sorted(function.calls, key=lambda c: c.start):
+        found = transfer.op(call)
+        if found is not None and found[0].action != "assert":
+            first.setdefault(found[1], found[0].action)
+    # a lock first released, then taken again (sch_direct_xmit's root_lock) is the caller's
+    # global states (RTNL, BH) are often the caller's even when taken on another path here
+    # (em_text_change: rtnl_unlock() of the caller's RTNL, or its own after a retry): named locks
+    # and RCU read-side sections only (a section the function opens first is its own)
+    taken = {key for key, action in first.items() if action in ("acquire", "try", "try_fail")
+             and (key not in _GLOBAL_KEYS or key in _SECTIONS)}
+    named: dict[str, set[str]] = {}   # key -> the argument texts naming it
+    spellings: dict[str, set[str]] = {}   # key -> the acquiring spellings (down_read and down_write)
+    for call in function.calls:
+        found = transfer.op(call)
+        if found is not None and found[0].action != "release":
+            spellings.setdefault(found[1], set()).add(call.name)
+        if found is not None and found[0].key != "global" and found[0].argument < len(call.args):
+            named.setdefault(found[1], set()).add(call.args[found[0].argument])
+        elif found is not None:
+            named.setdefault(found[1], {found[1]})
+    findings = []
+    reported = set()
+    for call in function.calls:
+        found = transfer.op(call)
+        if found is None or found[0].action != "release" or found[1] not in taken or found[1] in reported:
+            continue
+        key = found[1]
+        if _returned_locked(model, function, call, found[0]):
+            continue
+        states = summary.result.states_at(call)
+        # ("caller", key): held on entry, asserted, or released unheld earlier on this path (the
+        # earlier release is the one reported). Only the error-path shape is reported: a release
+        # under a label that a path reaches without holding the lock (never taken, or released
+        # already); loops and correlated conditions the walk cannot follow leave other shapes
+        # too uncertain.
+        flags = _flag_guards(model, function, call)
+        callers = _caller_held(model, function, transfer, key)
+        # "released already" only for a lock always named and taken the same way: hslot->lock
+        # and hslot2->lock are one typed key, and releasing one does not release the other
+        once = len(named.get(key, ())) == 1 and len(spellings.get(key, ())) == 1
+        if _on_labelled_exit(function, call) and any(
+                ("held", key) not in state and ("caller", key) not in state
+                and ("maybe", key) not in state
+                and (once or ("released", key) not in state)
+                # a section is reported released twice, never as not opened: `#if A || B` opens
+                # it and `#ifdef A` jumps to its end, which the walk cannot tell apart
+                and (key not in _SECTIONS or ("released", key) in state)
+                and not any(fact[0] == "implied" and fact[1] == key for fact in state)
+                and all(("set", flag) in state for flag in flags)
+                and not any(("branch", text, truth) in state for text, truth in callers)
+                for state in states):
+            reported.add(key)
+            findings.append(engine.finding(
+                rule, model, call.node, function.name,
+                f"{call.name}({', '.join(call.args)}) releases a lock {function.name}() takes, on a "
+                "path where it was not taken (or was released already)"))
+    return findings
+
+
+def _returned_locked(model: FileModel, function: Function, call, op) -> bool:
+    """The released lock's object came from a function of another file named for returning it
+    locked (`netdev = netdev_get_by_index_lock(net, ifindex)`: "returned with netdev->lock
+    held"): the walk does not see that callee take it."""
+    if op.key == "global" or op.argument >= len(call.args):
+        return False
+    root = re.match(r"&?\(?(\w+)", call.args[op.argument])
+    if root is None:
+        return False
+    variable = root.group(1).encode()
+    pairs = [(node.child_by_field_name("left"), node.child_by_field_name("right"))
+             for node in function.shapes.get("assignment", [])]
+    pairs += [(node.child_by_field_name("declarator"), node.child_by_field_name("value"))
+              for node in function.shapes.get("declarator", [])]
+    for target, value in pairs:
+        if target is not None and value is not None and target.text == variable and \
+                value.type == "call_expression":
+            callee = model.text(value.child_by_field_name("function"))
+            if callee not in model.functions and _LOCKED_RESULT.search(callee):
+                return True
+    return False
+
+
+def _caller_held(model: FileModel, function: Function, transfer: locks.LockTransfer,
+                 key: str) -> set[tuple[str, bool]]:
+    """(parameter, truth) of each `if (!lock_taken) mutex_lock(l);` taking the lock only when
+    a parameter says the caller does not hold it: a path tagged with the other outcome reaches
+    a release with the caller's lock (netlink_dump(sk, lock_taken))."""
+    found = set()
+    for call in function.calls:
+        op = transfer.op(call)
+        if op is None or op[1] != key or op[0].action not in ("acquire", "try", "try_fail"):
+            continue
+        node = call.node
+        while node is not None and node != function.body:
+            parent = node.parent
+            if parent is not None and parent.type == "if_statement" and \
+                    node == parent.child_by_field_name("consequence"):
+                text = squeeze(model.text(parent.child_by_field_name("condition"))).strip("()")
+                bare = text.lstrip("!")
+                if bare in function.params:
+                    found.add((bare, (len(text) - len(bare)) % 2 == 1))
+            node = parent
+    return found
+
+
+def _flag_guards(model: FileModel, function: Function, call) -> set[str]:
+    """The conditions guarding the call that are flags the function sets (`if (tx->pending_close)
+    spin_unlock(...)` with `tx->pending_close = true;` where the lock is kept): a path that reaches
+    the call without having set the flag (it left before any assignment; the test alone tagged
+    it) says nothing of the lock."""
+    guards = set()
+    node = call.node
+    while node is not None and node != function.body:
+        parent = node.parent
+        if parent is not None and parent.type == "if_statement" and \
+                node == parent.child_by_field_name("consequence"):
+            text = squeeze(model.text(parent.child_by_field_name("condition"))).strip("()").lstrip("!")
+            guards.add(text)
+        node = parent
+    return guards & _assigned(model, function)
+
+
+def _assigned(model: FileModel, function: Function) -> set[str]:
+    """Texts (without spaces) of the variables and fields the function assigns."""
+    return {squeeze(model.text(node.child_by_field_name("left"))) for node in function.shapes.get("assignment", [])}
+
+
+def _on_labelled_exit(function: Function, call) -> bool:
+    """The call follows a label of the function with no return between them (`out_unlock:`)."""
+    labelled, returns = function.labels_and_returns
+    labels = [node.start_byte for node in labelled]
+    return any(label < call.start and not any(label < r < call.start for r in returns) for label in labels)
+
+
+def _intended(model: FileModel, function: Function, key: str, holding, releasing) -> bool:
+    acquires = locks.annotated_keys(model, function, "__acquires")
+    registered = model.registrations.get(function.name, ())
+    paired = any(_PAIRED_FIELD.search(kind) for kind in registered)
+    # a callback registered for something else (.ndo_start_xmit) hands nothing on, whatever its name
+    named = (not registered or paired) and _WRAPPER_NAME.search(function.name)
+    if key in acquires or named or _DOCUMENTED.search(function.comment):
+        return True
+    # a seq_file iterator's ->start/->next keep what ->stop releases; foo_open() what foo_close() does
+    if model.only_reached_from(function.name, _SEQ_STEPS) or _counterpart_releases(model, function, key):
+        return True
+    # .pre_doit takes what .post_doit releases: held where it succeeds, whatever its failures do
+    if paired and _reports(_return_kind(model, function), holding, "success"):
+        return True
+    kind = _return_kind(model, function)
+    if not any(("released", key) in state for _, state in releasing):
+        # never released here (the other returns never took it): meant only if something says
+        # it is handed on: the name (a "get" word only for a lookup returning a pointer), a paired
+        # registration, or in-file callers that release it
+        handing = _HANDING_NAME.search(function.name)
+        if handing and "get" in handing.group(0) and kind != "pointer":
+            handing = None
+        if ((handing and (not registered or paired)) or _callers_release(model, function, key) or paired):
+            return True
+        # or the returns say it: kept where it succeeds, never taken where it fails (a lookup)
+        return bool(releasing) and _reports(kind, holding, "success") and _reports(kind, releasing, "failure")
+    if not _reports(kind, holding, "success"):
+        return False
+    # an int function may also return 0 early by mistake: where it unlocked, it must report errors
+    return kind != "int" or _reports(kind, [(n, s) for n, s in releasing if ("released", key) in s], "failure")
+
+
+def _counterpart_releases(model: FileModel, function: Function, key: str) -> bool:
+    """The function's counterpart in the file (foo_open -> foo_close, foo_block -> foo_unblock)
+    releases the lock itself."""
+    transfer = locks.LockTransfer(model)
+    for word, other in _COUNTERPARTS:
+        name = re.sub(rf"(^|_){word}(_|$)", rf"\g<1>{other}\g<2>", function.name)
+        counterpart = model.functions.get(name)
+        if name != function.name and counterpart is not None and any(
+                (found := transfer.op(call)) and found[0].action == "release" and found[1] == key
+                for call in counterpart.calls):
+            return True
+    return False
+
+
+def _reports(kind: str, exits, outcome: str) -> bool:
+    return all(_outcome(kind, node, state) == outcome for node, state in exits)
+
+
+def _callers_release(model: FileModel, function: Function, key: str) -> bool:
+    """Some in-file caller releases the lock this function returns holding: itself, or through
+    an in-file function it calls (phy_select_page() ... phy_restore_page())."""
+    transfer = locks.LockTransfer(model)
+
+    def releases(caller: Function, lock: str) -> bool:
+        return any((found := transfer.op(c)) and found[0].action == "release" and found[1] == lock
+                   for c in caller.calls)
+
+    for call in model.callers.get(function.name, []):
+        caller = model.functions.get(call.function)
+        if caller is None:
+            continue
+        mine = model.at_call_site(key, function, call)
+        if releases(caller, mine) or any(
+                c.name in model.functions and c.name != function.name
+                and releases(model.functions[c.name], model.at_call_site(key, function, call))
+                for c in caller.calls):
+            return True
+    return False
+
+
+def _return_kind(model: FileModel, function: Function) -> str:
+    """"pointer", "bool", "void" or "int": what the function's return values can mean."""
+    declarator = function.node.child_by_field_name("declarator")
+    if declarator is not None and declarator.type == "pointer_declarator":
+        return "pointer"
+    spelled = model.text(function.node.child_by_field_name("type") or function.node)
+    return "bool" if spelled == "bool" else "void" if spelled == "void" else "int"
+
+
+def _outcome(kind: str, node, state: frozenset) -> str | None:
+    """Whether a return reports success or failure on this path; None when it cannot be told.
+    A value tested on the way (`if (!p) { unlock; }` then `return p;`) is known on each path."""
+    value = locks.returned_text(node)
+    if value is None:
+        return None
+    for truth in (False, True):
+        if ("branch", value, truth) in state:   # zero is success for an int, failure otherwise
+            return "success" if (kind == "int") != truth else "failure"
+    value = locks.returned(node, state)   # `err = -EBUSY; goto out;` ... `return err;`
+    if _FAILURE.match(value) or (kind in ("bool", "pointer") and value == "0"):
+        return "failure"
+    if kind == "bool":
+        return "success" if value in ("true", "1") else None
+    if kind == "pointer":
+        return "success"
+    return "success" if re.fullmatch(r"\d+", value) else None
+
+
+def _spelling(model: FileModel, function: Function, key: str) -> str:
+    """How the source names the lock: the argument text of its first acquisition."""
+    key = key.rstrip("'")   # held on after its variable was reassigned
+    transfer = locks.LockTransfer(model)
+    for call in function.calls:
+        found = transfer.op(call)
+        if (found and found[1] == key and found[0].action != "release") or \
+                any(k == key and op.action != "release" for op, k in transfer.wrapped(call)):
+            return f"{call.name}({', '.join(call.args)})"
+    return key   # taken by an in-file callee that returns it held
