@@ -814,8 +814,9 @@ def calls_a_need(source: bytes) -> bool:
         return _LAST_NEED[2]
     # its words first, calls only if one is named: most files name none, and splitting the text
     # into words costs a quarter of finding its calls
-    answer = not index.needing().isdisjoint(source.translate(_WORDS_ONLY).split()) and \
-        not index.needing().isdisjoint(_CALL.findall(source))
+    needing = index.needing()
+    answer = not needing.isdisjoint(source.translate(_WORDS_ONLY).split()) and \
+        not needing.isdisjoint(_CALL.findall(source))
     _LAST_NEED[:] = [source, index, answer]
     return answer
 

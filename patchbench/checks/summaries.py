@@ -63,28 +63,16 @@ class Summary:
         return gained and fact not in self.entry and not any(fact in s for s in self.exits)
 
 
-def _called_from(model: FileModel, roots: set[str], wanted: set[str]) -> set[str]:
-    """roots (those in wanted) and the functions of wanted they call, transitively."""
-    found = roots & wanted
-    pending = list(found)
-    while pending:
-        for callee in _callees(model, pending.pop(), wanted):
-            if callee not in found:
-                found.add(callee)
-                pending.append(callee)
-    return found
-
-
-def _depended_on(model: FileModel, roots: set[str], wanted: set[str]) -> set[str]:
+def _depended_on(model: FileModel, roots: set[str], wanted: set[str], inherited: bool) -> set[str]:
     """roots (those in wanted) and, transitively, what their walks depend on: the functions of
-    wanted they call (summaries) and, for a function whose entry comes from its callers (every
-    caller known: see _entry), those callers (their states at the calls)."""
+    wanted they call (summaries) and, when callers' facts pass into callees (`inherited`), the
+    callers of a function whose entry comes from them (every caller known: see _entry)."""
     found = roots & wanted
     pending = list(found)
     while pending:
         name = pending.pop()
         joined = set(_callees(model, name, wanted))
-        if not model.has_unknown_callers(name):
+        if inherited and not model.has_unknown_callers(name):
             joined |= {call.function for call in model.callers.get(name, []) if call.function in wanted}
         for other in joined - found:
             found.add(other)
@@ -122,8 +110,7 @@ def solve(model: FileModel, names: Iterable[str],
           report: Iterable[str] | None = None) -> dict[str, Summary]:
     order = bottom_up(model, model.with_callers(names))   # callees first
     if report is not None:
-        needed = _called_from(model, set(report), set(order)) if inherit is None \
-            else _depended_on(model, set(report), set(order))
+        needed = _depended_on(model, set(report), set(order), inherited=inherit is not None)
         order = [name for name in order if name in needed]   # same relative order: same walks
     callees = {name: set(_callees(model, name, set(order))) for name in order}
     entries = {name: precondition(model.functions[name]) for name in order}
