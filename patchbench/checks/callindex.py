@@ -451,7 +451,9 @@ class CallIndex:
         found = self._answers.get(key)
         if found is None:
             if not self._connection or self._connection[0] != os.getpid():   # not across a fork
-                database = f"file:{self.directory / (self.digest + '.sqlite')}?mode=ro"
+                # immutable: an index is written once, under its digest, and put in place by a
+                # rename; SQLite then takes no file locks and looks for no journal at each query
+                database = f"file:{self.directory / (self.digest + '.sqlite')}?mode=ro&immutable=1"
                 self._connection = (os.getpid(), sqlite3.connect(database, uri=True, check_same_thread=False))
             if len(self._answers) > 100_000:
                 self._answers.clear()
