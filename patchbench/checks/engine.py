@@ -126,7 +126,11 @@ def check_source(path: str, source: bytes, rule_ids: set[str] | None = None,
                  previous: bytes | None = None) -> list[Finding]:
     """All findings of the rules (or of rule_ids) on one C file's text; `previous`: its text in
     the patch's parent, when a patch is checked (FileModel.previous)."""
-    chosen = applicable(source, rule_ids)
+    return check_rules(path, source, applicable(source, rule_ids), previous)
+
+
+def check_rules(path: str, source: bytes, chosen: list[ModuleType], previous: bytes | None = None) -> list[Finding]:
+    """check_source() with the rules already chosen (`applicable`)."""
     if not chosen:
         return []   # no rule can report here: skip parsing
     try:

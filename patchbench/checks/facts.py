@@ -88,6 +88,9 @@ def findings_for(path: str, source: bytes, use_cache: bool = True,
     `previous`: the text in the patch's parent, when a patch is checked (part of the key)."""
     if not use_cache:
         return engine.check_source(path, source, previous=previous)
+    chosen = engine.applicable(source)
+    if not chosen:   # most files of a tree: no rule can report there, so nothing to hash or keep
+        return []
     # the RCU analysis reads callers elsewhere in the tree: the index in use is part of the key
     before = "" if previous is None else f"\0{blob_id(previous)}"
     key = hashlib.sha1(f"{blob_id(source)}\0{path}\0{callindex.current_digest()}{before}".encode()).hexdigest()
@@ -98,7 +101,7 @@ def findings_for(path: str, source: bytes, use_cache: bool = True,
                 for r, s, l, f, m in rows]
     except (OSError, ValueError):
         pass
-    found = engine.check_source(path, source, previous=previous)
+    found = engine.check_rules(path, source, chosen, previous)
     rows = [[f.rule, f.severity, f.line, f.function, f.message] for f in found]
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
