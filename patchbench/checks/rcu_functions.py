@@ -161,9 +161,9 @@ def _stated_precondition(model: FileModel, function: Function,
     # helpers (`instance_destroy_rcu`, `foo_free_rcu`: call_rcu() callbacks)
     reader = bool(function.name.endswith("_rcu") and not P.NOT_HELPER.match(function.name)
                   and not opens_section(function)
-                  or _states(P.PRECONDITION_COMMENT, function.comment or "")
-                  or _states(P.PRECONDITION_COMMENT, function.body_comment or "")
-                  or ("/*" in above or "//" in above) and _states(P.PRECONDITION_COMMENT, above))
+                  or _states_precondition(function.comment or "")
+                  or _states_precondition(function.body_comment or "")
+                  or ("/*" in above or "//" in above) and _states_precondition(above))
     for name, argument in function.annotations:
         if argument == "RCU" and name in ("__must_hold", "__releases"):
             reader = True
@@ -182,7 +182,7 @@ def _stated_precondition(model: FileModel, function: Function,
     if reader:
         facts |= entry_facts(P.READERS - {"spin"}, "entry")
     texts = (function.comment or "", function.body_comment or "", above if "/*" in above else "")
-    if any(_states(P.RTNL_COMMENT, text) for text in texts):
+    if any(_states(P.RTNL_COMMENT, P.RTNL_WORD, text) for text in texts):
         facts.add(("r", "rtnl", 1, "entry"))
     return frozenset(facts), reader
 
@@ -203,9 +203,14 @@ def _dropped_and_retaken(function: Function) -> frozenset:
 _NEGATED = re.compile(r"\b(not|never|without|no longer)\b|n't\b", re.I)
 
 
-def _states(pattern: re.Pattern, text: str) -> bool:
-    """The comment says what pattern matches, not its negation ("does not hold RTNL")."""
-    return any(not _NEGATED.search(text[max(0, m.start() - 25):m.start()]) for m in pattern.finditer(text))
+def _states_precondition(text: str) -> bool:
+    return _states(P.PRECONDITION_COMMENT, P.PRECONDITION_WORD, text)
+
+
+def _states(pattern: re.Pattern, word: str, text: str) -> bool:
+    """The comment says what pattern matches, not its negation ("does not hold RTNL"); every
+    match holds `word` (a cheap test first: most comments name neither RCU nor RTNL)."""
+    return word in text.lower() and any(not _NEGATED.search(text[max(0, m.start() - 25):m.start()]) for m in pattern.finditer(text))
 
 
 def lock_op(model: FileModel, function: Function, call: CallSite) -> tuple[kfacts.LockOp, str] | None:

@@ -44,6 +44,9 @@ EXPLICIT_FAMILIES = frozenset({"rcu", "rcu_bh", "rcu_sched", "trace"})
 
 
 # Preconditions stated by the function: comments, annotations, asserts.
+# A comment stating a precondition: each pattern below matches only text holding its word (in
+# any case), so texts without the word are not searched.
+PRECONDITION_WORD = "rcu"
 PRECONDITION_COMMENT = re.compile(
     r"(called|invoked|must be called|caller must hold|hold(s|ing)?)\s.{0,30}rcu_read_lock|"
     r"under rcu(_| )read|with rcu_read_lock|rcu read[- ]side|rcu_read_lock\(\) held|"
@@ -57,6 +60,7 @@ PRECONDITION_COMMENT = re.compile(
     r"protection|manner|way|work|barrier|rules)))|"
     r"\brcu[_ ]read[_ ]lock(\(\))?\s+(is\s+|must\s+be\s+|needs\s+to\s+be\s+)?(held|hold)",
     re.I | re.S)
+RTNL_WORD = "rtnl"
 RTNL_COMMENT = re.compile(
     r"(rtnl|rtnl_lock|rtnl lock)(\(\))? (must be |is |should be )?held|(under|with|holding|hold(s)?) "
     r"(the )?(rtnl|rtnl_lock|rtnl lock)\b|caller.{0,20}\brtnl\b|protected by (the )?rtnl\b",
