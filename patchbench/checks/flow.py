@@ -260,7 +260,7 @@ class _Walker:
         if kind == "goto_statement":
             label = node.child_by_field_name("label")
             if label is not None:
-                name = self.text(label)
+                name = _text(label)
                 if self.scoped:
                     states = self.leave(states, self.label_depth(name))
                 self.labels.setdefault(name, set()).update(states)
@@ -270,7 +270,7 @@ class _Walker:
         if kind == "labeled_statement":
             label = node.child_by_field_name("label")
             if label is not None:
-                name = self.text(label)
+                name = _text(label)
                 states = states | self.labels.get(name, set())
                 self.passed[name] = states
             for child in node.named_children[1:]:
@@ -323,9 +323,9 @@ class _Walker:
         name = node.child_by_field_name("name")
         if name is not None:   # #ifdef / #ifndef (and #elifdef)
             negated = node.children[0].type in ("#ifndef", "#elifndef")
-            return "#ifdef " + self.text(name), not negated
+            return "#ifdef " + _text(name), not negated
         condition = node.child_by_field_name("condition")
-        return "#if " + squeeze(self.text(condition) if condition is not None else ""), True
+        return "#if " + squeeze(_text(condition) if condition is not None else ""), True
 
     def leave(self, states: set, depth: int) -> set:
         """States after leaving the open blocks deeper than `depth` (innermost first)."""
@@ -342,7 +342,7 @@ class _Walker:
             for current in self.function.labels_and_returns[0]:
                 label = current.child_by_field_name("label")
                 if label is not None:
-                    self._label_nodes[self.text(label)] = current
+                    self._label_nodes[_text(label)] = current
         target = self._label_nodes.get(name)
         if target is None:
             return len(self.blocks)
@@ -361,7 +361,7 @@ class _Walker:
             while target is not None and target.type != "identifier":
                 target = target.child_by_field_name("declarator")
             if value is not None and target is not None:
-                states = self.assign(self.text(target), value, states)
+                states = self.assign(_text(target), value, states)
         return states
 
     def if_statement(self, node: tree_sitter.Node, states: set) -> set:
@@ -399,15 +399,15 @@ class _Walker:
     def comparison(self, condition: tree_sitter.Node | None) -> tuple[str, str, bool] | None:
         """(variable, constant, True) for `x == C` (also `C == x`), False for `x != C`."""
         node = _unwrap(condition) if condition is not None else None
-        if node is None or node.type != "binary_expression" or self.operator(node) not in ("==", "!="):
+        if node is None or node.type != "binary_expression" or _operator(node) not in ("==", "!="):
             return None
-        left = squeeze(self.text(_unwrap(node.child_by_field_name("left"))))
-        right = squeeze(self.text(_unwrap(node.child_by_field_name("right"))))
+        left = squeeze(_text(_unwrap(node.child_by_field_name("left"))))
+        right = squeeze(_text(_unwrap(node.child_by_field_name("right"))))
         if predicates.constant(left):
             left, right = right, left
         if not left.isidentifier() or not predicates.constant(right):
             return None
-        return left, right, self.operator(node) == "=="
+        return left, right, _operator(node) == "=="
 
     def branch_tag(self, condition: tree_sitter.Node | None) -> tuple[str, bool] | None:
         """(text, truth) of a call-free condition, with `!` peeled off and `a != b` read as
@@ -415,20 +415,20 @@ class _Walker:
         if not self.transfer.correlate_branches or condition is None:
             return None
         node, truth = _unwrap(condition), True
-        while node.type == "unary_expression" and self.operator(node) == "!":
+        while node.type == "unary_expression" and _operator(node) == "!":
             node, truth = _unwrap(node.child_by_field_name("argument")), not truth
         stable = _stable_queries()
         if any(c.name not in stable and not _PREDICATE.search(c.name)
                for c in self.function.calls_within(node)):
             return None
-        text = squeeze(self.text(node))
+        text = squeeze(_text(node))
         if _SIDE_EFFECT.search(text):
             return None
-        if node.type == "binary_expression" and self.operator(node) in _RELATIONAL:
+        if node.type == "binary_expression" and _operator(node) in _RELATIONAL:
             # a != b: not a == b; a >= b: not a < b; a <= b: not a > b
-            left = squeeze(self.text(node.child_by_field_name("left")))
-            right = squeeze(self.text(node.child_by_field_name("right")))
-            text, same = _relation(left, self.operator(node), right)
+            left = squeeze(_text(node.child_by_field_name("left")))
+            right = squeeze(_text(node.child_by_field_name("right")))
+            text, same = _relation(left, _operator(node), right)
             truth = truth if same else not truth
         return text, truth
 
@@ -512,8 +512,8 @@ class _Walker:
         initializer, condition = node.child_by_field_name("initializer"), node.child_by_field_name("condition")
         if initializer is None or condition is None:
             return False
-        start = re.fullmatch(r"(?:int\s+)?(\w+)\s*=\s*(\w+)", self.text(initializer).strip().rstrip(";"))
-        bound = re.fullmatch(r"(\w+)\s*([<>]=?)\s*(\w+)", self.text(_unwrap(condition)).strip())
+        start = re.fullmatch(r"(?:int\s+)?(\w+)\s*=\s*(\w+)", _text(initializer).strip().rstrip(";"))
+        bound = re.fullmatch(r"(\w+)\s*([<>]=?)\s*(\w+)", _text(_unwrap(condition)).strip())
         if start is None or bound is None or start.group(1) != bound.group(1):
             return False
         first, operator, limit = start.group(2), bound.group(2), bound.group(3)
@@ -532,7 +532,7 @@ class _Walker:
         if not self.transfer.correlate_branches or condition is None:
             return None
         node = _unwrap(condition)
-        if node.type != "binary_expression" or self.operator(node) not in _RELATIONAL or \
+        if node.type != "binary_expression" or _operator(node) not in _RELATIONAL or \
                 self.function.calls_within(node):
             return None
         sides = []
@@ -540,11 +540,11 @@ class _Walker:
             side = _unwrap(side)
             if side.type == "update_expression":
                 side = side.child_by_field_name("argument")
-            text = squeeze(self.text(side))
+            text = squeeze(_text(side))
             if side is None or _SIDE_EFFECT.search(text):
                 return None
             sides.append(text)
-        return _relation(sides[0], self.operator(node), sides[1])
+        return _relation(sides[0], _operator(node), sides[1])
 
     def switch(self, node: tree_sitter.Node, states: set) -> set:
         states = self.expression(node.child_by_field_name("condition"), states)
@@ -554,15 +554,15 @@ class _Walker:
         falling: set = set()
         has_default = False
         cases = _cases(body.named_children) if body is not None else []
-        subject = squeeze(self.text(_unwrap(node.child_by_field_name("condition"))))
-        labels = [squeeze(self.text(value)) for case in cases if case.type == "case_statement"
+        subject = squeeze(_text(_unwrap(node.child_by_field_name("condition"))))
+        labels = [squeeze(_text(value)) for case in cases if case.type == "case_statement"
                   and (value := case.child_by_field_name("value")) is not None]
         others = predicates.NoneOf(frozenset(labels)) if all(map(predicates.constant, labels)) else None
         for case in cases:
             if case.type == "case_statement":
                 value = case.child_by_field_name("value")
                 has_default |= value is None
-                label = squeeze(self.text(value)) if value is not None else None
+                label = squeeze(_text(value)) if value is not None else None
                 fixing = others if label is None else predicates.Is(label) if predicates.constant(label) else None
                 entering = self.fixed(states, subject, fixing)
                 falling = self.statement(case, falling | entering)
@@ -622,11 +622,11 @@ class _Walker:
                 if assignment.type == "update_expression":   # x++: only what was known of x goes
                     target = assignment.child_by_field_name("argument")
                     if target is not None and self.transfer.correlate_branches:
-                        states = self.forget(self.text(target), states)
+                        states = self.forget(_text(target), states)
                     continue
                 left = assignment.child_by_field_name("left")
-                states = self.assign(squeeze(self.text(left)), assignment.child_by_field_name("right"), states,
-                                     plain=self.operator(assignment) == "=")
+                states = self.assign(squeeze(_text(left)), assignment.child_by_field_name("right"), states,
+                                     plain=_operator(assignment) == "=")
         return states
 
     def assignments(self, node: tree_sitter.Node) -> list[tree_sitter.Node]:
@@ -641,7 +641,7 @@ class _Walker:
             elif current.type == "assignment_expression" and (
                     current.child_by_field_name("left").type == "identifier" or
                     (current.child_by_field_name("left").type in ("field_expression", "pointer_expression")
-                     and self.operator(current) == "=")):
+                     and _operator(current) == "=")):
                 # `priv->pending = true;`: a flag a later test reads; `*_dropped_lock = true;`:
                 # a flag of the caller's (see Transfer.assign)
                 found.append(current)
@@ -679,7 +679,7 @@ class _Walker:
             self.tested.pop(target, None)
         if self.transfer.correlate_branches:
             states = self.forget(target, states)
-            known = _KNOWN_TRUTH.get(squeeze(self.text(inner))) if plain else None
+            known = _KNOWN_TRUTH.get(squeeze(_text(inner))) if plain else None
             if known is not None:   # `locked = true;`: a later `if (locked)` knows its branch
                 self.tag_texts.add(target)
                 states = {state | {("branch", target, known), ("set", target)} for state in states}
@@ -692,7 +692,7 @@ class _Walker:
         inner = _unwrap(condition)
         if inner.type != "comma_expression":
             return []
-        return [self.text(n) for n in _comma_items(inner) if n.type == "identifier"]
+        return [_text(n) for n in _comma_items(inner) if n.type == "identifier"]
 
     def forget(self, variable: str, states: set) -> set:
         """Drop the branch tags of conditions that mention `variable` (it changed)."""
@@ -715,11 +715,11 @@ class _Walker:
             return taken | more_taken, not_taken | more_not_taken
         node = _unwrap(node)
         kind = node.type
-        if kind == "unary_expression" and self.operator(node) == "!":
+        if kind == "unary_expression" and _operator(node) == "!":
             taken, not_taken = self.condition(node.child_by_field_name("argument"), states)
             return not_taken, taken
         if kind == "binary_expression":
-            operator = self.operator(node)
+            operator = _operator(node)
             left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
             if operator == "&&":
                 left_true, left_false = self.operand(left, states)
@@ -729,41 +729,41 @@ class _Walker:
                 left_true, left_false = self.operand(left, states)
                 right_true, right_false = self.operand(right, left_false)
                 return left_true | right_true, right_false
-            if operator in ("==", "!=", "<") and self.text(right).strip() in ("0", "NULL", "false"):
+            if operator in ("==", "!=", "<") and _text(right).strip() in ("0", "NULL", "false"):
                 taken, not_taken = self.condition(left, states)
                 return (not_taken, taken) if operator == "==" else (taken, not_taken)
         if kind == "number_literal" or (kind == "true" or kind == "false"):
-            value = self.text(node).strip() not in ("0", "false")
+            value = _text(node).strip() not in ("0", "false")
             return (states, set()) if value else (set(), states)
         tested = None
-        if kind == "assignment_expression" and self.operator(node) == "=":
+        if kind == "assignment_expression" and _operator(node) == "=":
             states = self.expression(node, states)
-            tested = self.tested.get(self.text(node.child_by_field_name("left")))
+            tested = self.tested.get(_text(node.child_by_field_name("left")))
         elif kind == "call_expression":
             states = self.expression(node, states)
             calls = self.function.calls_within(node)
             tested = calls[-1] if calls and calls[-1].node == node else None
         elif kind == "identifier":
             states = self.expression(node, states)   # an iterator head `while (net)` may carry a site
-            tested = self.tested.get(self.text(node))
+            tested = self.tested.get(_text(node))
         else:
             states = self.expression(node, states)
         taken, not_taken = states, states
-        if kind == "binary_expression" and self.operator(node) in ("==", "!="):
+        if kind == "binary_expression" and _operator(node) in ("==", "!="):
             left = _unwrap(node.child_by_field_name("left"))
             right = _unwrap(node.child_by_field_name("right"))
             if left.type == "identifier" and right.type == "identifier" and not (
-                    predicates.constant(self.text(left)) or predicates.constant(self.text(right))):
+                    predicates.constant(_text(left)) or predicates.constant(_text(right))):
                 # `if (ssk != prev_ssk)`
-                same = self.operator(node) == "=="
-                left, right = self.text(left), self.text(right)
+                same = _operator(node) == "=="
+                left, right = _text(left), _text(right)
                 taken = {self.transfer.equal(state, left, right, same) for state in taken}
                 not_taken = {self.transfer.equal(state, left, right, not same) for state in not_taken}
         if tested is not None:
             taken = {self.transfer.assume(state, tested, True) for state in taken}
             not_taken = {self.transfer.assume(state, tested, False) for state in not_taken}
         if kind in ("identifier", "field_expression"):
-            text = squeeze(self.text(node))
+            text = squeeze(_text(node))
             taken = {self.transfer.test(state, text, True, self.function) for state in taken}
             not_taken = {self.transfer.test(state, text, False, self.function) for state in not_taken}
         return taken, not_taken
@@ -780,12 +780,14 @@ class _Walker:
             not_taken = {_tagged(state, text, not truth) for state in not_taken}
         return taken, not_taken
 
-    def operator(self, node: tree_sitter.Node) -> str:
-        operator = node.child_by_field_name("operator")
-        return operator.type if operator is not None else ""
 
-    def text(self, node: tree_sitter.Node) -> str:
-        return node.text.decode("utf-8", "replace") if node.text is not None else ""
+def _operator(node: tree_sitter.Node) -> str:
+    operator = node.child_by_field_name("operator")
+    return operator.type if operator is not None else ""
+
+
+def _text(node: tree_sitter.Node) -> str:
+    return node.text.decode("utf-8", "replace") if node.text is not None else ""
 
 
 _ASSIGNMENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # Function -> _assignments()
