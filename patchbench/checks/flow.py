@@ -45,7 +45,7 @@ from typing import Hashable, Iterable
 
 import tree_sitter
 
-from patchbench.checks import kfacts, predicates
+from patchbench.checks import cparse, kfacts, predicates
 from patchbench.checks.model import CallSite, Function, squeeze
 
 State = Hashable
@@ -67,6 +67,11 @@ class Transfer:
     so `if (lock) spin_lock(l); ... if (lock) spin_unlock(l);` is balanced. Assigning a variable
     named in x, or passing its address to a call, drops its tags; `x = true/false/NULL` tags it
     (and adds ("set", "x"): the path knows x from its own assignment, not only from a test).
+    A tag is made only where something may read it (see `_readers`): a test's, where the same
+    text is tested again (or the test is in a loop, or a goto jumps back), returned, or is a
+    parameter; an assignment's, where the variable is tested, returned or a parameter. The
+    others would only multiply the states (a function's `if (!skb) return;` checks, each
+    tested once, made every path after them twice as many).
     """
 
     correlate_branches = False
@@ -375,7 +380,7 @@ class _Walker:
                                    else predicates.NoneOf(frozenset({label})))
                 not_taken = self.fixed(not_taken, subject, predicates.NoneOf(frozenset({label})) if equal
                                        else predicates.Is(label))
-        tag = self.branch_tag(condition)
+        tag = self.read_tag(condition)
         if tag is not None:   # tagged on entry, so that paths leaving by break/goto/return keep it
             text, truth = tag
             self.tag_texts.add(text)
@@ -414,23 +419,12 @@ class _Walker:
         `!(a == b)`; None otherwise."""
         if not self.transfer.correlate_branches or condition is None:
             return None
-        node, truth = _unwrap(condition), True
-        while node.type == "unary_expression" and _operator(node) == "!":
-            node, truth = _unwrap(node.child_by_field_name("argument")), not truth
-        stable = _stable_queries()
-        if any(c.name not in stable and not _PREDICATE.search(c.name)
-               for c in self.function.calls_within(node)):
-            return None
-        text = squeeze(_text(node))
-        if _SIDE_EFFECT.search(text):
-            return None
-        if node.type == "binary_expression" and _operator(node) in _RELATIONAL:
-            # a != b: not a == b; a >= b: not a < b; a <= b: not a > b
-            left = squeeze(_text(node.child_by_field_name("left")))
-            right = squeeze(_text(node.child_by_field_name("right")))
-            text, same = _relation(left, _operator(node), right)
-            truth = truth if same else not truth
-        return text, truth
+        return _tag_of(self.function, condition)
+
+    def read_tag(self, condition: tree_sitter.Node | None) -> tuple[str, bool] | None:
+        """branch_tag(), where something may read the tag: tested again, returned, a parameter."""
+        tag = self.branch_tag(condition)
+        return tag if tag is not None and tag[0] in _readers(self.function).retested else None
 
     def correlated(self, node: tree_sitter.Node, states: set) -> tuple[set, set, set]:
         """(tagged true, tagged false, untagged) states for this condition."""
@@ -604,7 +598,7 @@ class _Walker:
             function, arguments = self.flags[flag]
             for index, argument in arguments:
                 truth = predicates.evaluate(function, index, value) if argument == subject else None
-                if truth is None:
+                if truth is None or flag not in _readers(self.function).tested:
                     continue
                 self.tag_texts.add(flag)
                 states = {_tagged(state, flag, truth) for state in states
@@ -680,7 +674,8 @@ class _Walker:
         if self.transfer.correlate_branches:
             states = self.forget(target, states)
             known = _KNOWN_TRUTH.get(squeeze(_text(inner))) if plain else None
-            if known is not None:   # `locked = true;`: a later `if (locked)` knows its branch
+            if known is not None and target in _readers(self.function).tested:
+                # `locked = true;`: a later `if (locked)` knows its branch
                 self.tag_texts.add(target)
                 states = {state | {("branch", target, known), ("set", target)} for state in states}
         if not self.transfer.assigns(target, value, self.function):
@@ -772,13 +767,100 @@ class _Walker:
         """condition() of one side of && or ||; a call-free side tags each outcome, so that each
         way through `if (write && !rtnl_trylock())` knows `write` later (`if (write) unlock`)."""
         taken, not_taken = self.condition(node, states)
-        tag = self.branch_tag(node)
+        tag = self.read_tag(node)
         if tag is not None:
             text, truth = tag
             self.tag_texts.add(text)
             taken = {_tagged(state, text, truth) for state in taken}
             not_taken = {_tagged(state, text, not truth) for state in not_taken}
         return taken, not_taken
+
+
+def _tag_of(function: Function, condition: tree_sitter.Node) -> tuple[str, bool] | None:
+    """Walker.branch_tag() of a condition of function."""
+    node, truth = _unwrap(condition), True
+    while node.type == "unary_expression" and _operator(node) == "!":
+        node, truth = _unwrap(node.child_by_field_name("argument")), not truth
+    stable = _stable_queries()
+    if any(c.name not in stable and not _PREDICATE.search(c.name) for c in function.calls_within(node)):
+        return None
+    text = squeeze(_text(node))
+    if _SIDE_EFFECT.search(text):
+        return None
+    if node.type == "binary_expression" and _operator(node) in _RELATIONAL:
+        # a != b: not a == b; a >= b: not a < b; a <= b: not a > b
+        left = squeeze(_text(node.child_by_field_name("left")))
+        right = squeeze(_text(node.child_by_field_name("right")))
+        text, same = _relation(left, _operator(node), right)
+        truth = truth if same else not truth
+    return text, truth
+
+
+@dataclass(frozen=True)
+class _Readers:
+    tested: frozenset     # texts something reads: tested, returned, parameters (and *parameter)
+    retested: frozenset   # those read again after a test of them: tested twice, in a loop, ...
+
+
+_READERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # Function -> _Readers
+_READ = cparse.query("""
+(if_statement condition: (_) @condition)
+(while_statement condition: (_) @condition)
+(do_statement condition: (_) @condition)
+(for_statement condition: (_) @condition)
+(return_statement (_) @returned)
+(goto_statement label: (_) @goto)
+""")
+
+
+def _readers(function: Function) -> _Readers:
+    """What may read a branch tag in function (see Transfer): the tag texts of its conditions (and
+    of the operands condition() reads: `!x`, `a && b`, `x == 0`), its returned texts, which the
+    lock rules read at returns, and its parameters, which callers read in its exits. A test's
+    own tag is read again when the text is tested twice, or in a loop, or anywhere when a goto
+    jumps back to a label before it (the same test is walked again)."""
+    found = _READERS.get(function)
+    if found is not None:
+        return found
+    readers = set(function.params) | {"*" + param for param in function.params}
+    conditions, gotos = [], []
+    for match in cparse.matches(_READ, function.body):
+        if "returned" in match:
+            readers.add(squeeze(_text(match["returned"][0])))
+        elif "goto" in match:
+            gotos.append(match["goto"][0])
+        else:
+            conditions.extend(match["condition"])
+    labels = {_text(node.child_by_field_name("label")): node.start_byte
+              for node in function.labels_and_returns[0] if node.child_by_field_name("label") is not None}
+    backward = any(labels.get(_text(goto), goto.start_byte) < goto.start_byte for goto in gotos)
+    tested, again = set(), set()
+    pending = [(node, backward or _in_loop(node, function.body)) for node in conditions]
+    while pending:
+        node, repeated = pending.pop()
+        tag = _tag_of(function, node)
+        if tag is not None:
+            if repeated or tag[0] in tested:
+                again.add(tag[0])
+            tested.add(tag[0])
+        node = _unwrap(node)
+        operator = _operator(node)
+        if node.type == "unary_expression" and operator == "!":
+            pending.append((node.child_by_field_name("argument"), repeated))
+        elif node.type == "binary_expression" and operator in ("&&", "||", "==", "!=", "<"):
+            pending.append((node.child_by_field_name("left"), repeated))
+            if operator in ("&&", "||"):
+                pending.append((node.child_by_field_name("right"), repeated))
+    found = _READERS[function] = _Readers(frozenset(readers | tested), frozenset(readers | again))
+    return found
+
+
+def _in_loop(node: tree_sitter.Node, body: tree_sitter.Node) -> bool:
+    while node is not None and node != body:
+        if node.type in _LOOPS:
+            return True
+        node = node.parent
+    return False
 
 
 def _operator(node: tree_sitter.Node) -> str:
