@@ -12,6 +12,8 @@ and keeps its tree-sitter queries in queries/<ID>.scm (load with `cparse.rule_qu
 A rule's MENTIONS are byte strings of which every file it can report on contains one (the callee
 names its analysis starts from): most kernel files contain none of any rule's, and those are never
 parsed. Plain substrings, not a regex: a failing regex alternation costs more than the search saves.
+A rule may refine its words with `mentioned(source) -> bool`, asked only of the files they
+match (RCU's "rcu" also occurs inside "circuit" and "circular").
 A rule whose reach depends on the rest of the tree may also define `reaches(source) -> bool`: the
 file calls something the rule judges though it mentions none of its words (a callee elsewhere
 needing an RCU read-side section).
@@ -82,7 +84,7 @@ def finding(rule_module: ModuleType, model: FileModel, node: tree_sitter.Node | 
 def applicable(source: bytes, rule_ids: set[str] | None = None) -> list[ModuleType]:
     """The rules (of rule_ids) that can report on this text: those whose MENTIONS it matches.
     Rules sharing an analysis share their words: each list is searched for once."""
-    found: dict[tuple[bytes, ...] | None, bool] = {}
+    found: dict[object, bool] = {}   # by word list, and by refinement
     chosen = []
     for module in rules():
         if rule_ids is not None and module.ID not in rule_ids:
@@ -90,7 +92,13 @@ def applicable(source: bytes, rule_ids: set[str] | None = None) -> list[ModuleTy
         words = _mentions_of(module)
         if words not in found:
             found[words] = mentions(source, words)
-        if found[words] or (hasattr(module, "reaches") and module.reaches(source)):
+        mentioned = found[words]
+        refine = getattr(module, "mentioned", None)
+        if mentioned and refine is not None:
+            if refine not in found:
+                found[refine] = refine(source)
+            mentioned = found[refine]
+        if mentioned or (hasattr(module, "reaches") and module.reaches(source)):
             chosen.append(module)
     return chosen
 

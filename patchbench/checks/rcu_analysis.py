@@ -43,6 +43,15 @@ ROUNDS = 8
 MAX_LEVEL = 4
 USE = F.USE      # the rules tell use sites from primitive calls by this name
 MENTIONS = (b"rcu", b"rtnl_dereference")
+# "rcu" as a word or the part of one (rcu_read_lock, kfree_rcu, srcu, __rcu, "rcu read lock" in a
+# comment), not inside an English one ("circuit", "circular", "overcurrent")
+_RCU_WORD = re.compile(rb"(?<![a-z])s?rcu|rcu(?![a-z])")
+
+
+def mentioned(source: bytes) -> bool:
+    """The text names RCU (or rtnl_dereference()): the finer test after MENTIONS matched."""
+    return b"rtnl_dereference" in source or (b"rcu" in source and _RCU_WORD.search(source) is not None)
+
 
 
 @dataclass
@@ -649,7 +658,7 @@ def _asserted_spinning(model: FileModel, infos: dict[str, F.FunctionInfo]) -> No
 
 
 def _analyse(model: FileModel) -> Analysis:
-    if not engine.mentions(model.source, MENTIONS) and not callindex.calls_a_need(model.source):
+    if not mentioned(model.source) and not callindex.calls_a_need(model.source):
         # most files: nothing to judge, skip the walks
         return Analysis(model, {}, frozenset(), frozenset())
     helpers = F.callee_needs(model)

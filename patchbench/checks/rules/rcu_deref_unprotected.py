@@ -27,6 +27,7 @@ _UNKNOWN_ENTRY = ("; what {function}() holds on entry is not established (no cal
                   "with a known calling context, or only callers read from other files)")
 
 MENTIONS = A.MENTIONS
+mentioned = A.mentioned
 reaches = callindex.calls_a_need
 
 

@@ -20,6 +20,7 @@ MESSAGE = "a pointer obtained by rcu_dereference*() is used after its read-side 
 _HOW = {"deref": "dereferenced", "pass": "passed to a call"}
 
 MENTIONS = A.MENTIONS
+mentioned = A.mentioned
 
 
 def check(model: FileModel) -> Iterable[Finding]:
