@@ -43,14 +43,20 @@ ROUNDS = 8
 MAX_LEVEL = 4
 USE = F.USE      # the rules tell use sites from primitive calls by this name
 MENTIONS = (b"rcu", b"rtnl_dereference")
-# "rcu" as a word or the part of one (rcu_read_lock, kfree_rcu, srcu, __rcu, "rcu read lock" in a
-# comment), not inside an English one ("circuit", "circular", "overcurrent")
-_RCU_WORD = re.compile(rb"(?<![a-z])s?rcu|rcu(?![a-z])")
-
-
 def mentioned(source: bytes) -> bool:
-    """The text names RCU (or rtnl_dereference()): the finer test after MENTIONS matched."""
-    return b"rtnl_dereference" in source or (b"rcu" in source and _RCU_WORD.search(source) is not None)
+    """The text names RCU (or rtnl_dereference()), the finer test after MENTIONS matched: "rcu"
+    as a word or the part of one (rcu_read_lock, kfree_rcu, srcu, __rcu, "rcu read lock" in a
+    comment), not only inside English words ("circuit", "circular", "overcurrent")."""
+    if b"rtnl_dereference" in source:
+        return True
+    at = source.find(b"rcu")
+    while at >= 0:   # usually the first one: a regex without a literal prefix reads the whole text
+        before = source[max(0, at - 2):at]
+        if not source[at + 3:at + 4].islower() or not before[-1:].islower() or \
+                (before[-1:] == b"s" and not before[:-1].islower()):
+            return True
+        at = source.find(b"rcu", at + 3)
+    return False
 
 
 
