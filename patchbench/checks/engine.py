@@ -110,7 +110,24 @@ def _mentions_of(module: ModuleType) -> tuple[bytes, ...] | None:
 
 def mentions(source: bytes, words: tuple[bytes, ...] | None) -> bool:
     """source contains one of words (None: no filter)."""
-    return words is None or any(word in source for word in words)
+    return words is None or any((part is None or part in source) and any(word in source for word in group)
+                                for part, group in _grouped(words))
+
+
+# Parts many words share (spin_lock, rtnl_lock, ...; netif_stop_queue, netif_txq_maybe_stop, ...): a
+# text without one contains none of the words that have it, and they are not searched one by one
+# (of the 4837 files of 7.2's drivers/net + net that no rule applies to, 3387 have no "lock").
+_SHARED_PARTS = (b"lock", b"_stop")
+
+
+@lru_cache(maxsize=64)
+def _grouped(words: tuple[bytes, ...]) -> tuple[tuple[bytes | None, tuple[bytes, ...]], ...]:
+    """words grouped by the first shared part they contain (None: no part), in their order."""
+    groups: dict[bytes | None, list[bytes]] = {}
+    for word in words:
+        part = next((part for part in _SHARED_PARTS if part in word), None)
+        groups.setdefault(part, []).append(word)
+    return tuple((part, tuple(group)) for part, group in groups.items())
 
 
 def check_model(model: FileModel, rule_ids: set[str] | None = None) -> list[Finding]:
