@@ -43,6 +43,8 @@ ROUNDS = 8
 MAX_LEVEL = 4
 USE = F.USE      # the rules tell use sites from primitive calls by this name
 MENTIONS = (b"rcu", b"rtnl_dereference")
+
+
 def mentioned(source: bytes) -> bool:
     """The text names RCU (or rtnl_dereference()), the finer test after MENTIONS matched: "rcu"
     as a word or the part of one (rcu_read_lock, kfree_rcu, srcu, __rcu, "rcu read lock" in a
@@ -57,7 +59,6 @@ def mentioned(source: bytes) -> bool:
             return True
         at = source.find(b"rcu", at + 3)
     return False
-
 
 
 @dataclass
