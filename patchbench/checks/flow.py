@@ -67,11 +67,12 @@ class Transfer:
     so `if (lock) spin_lock(l); ... if (lock) spin_unlock(l);` is balanced. Assigning a variable
     named in x, or passing its address to a call, drops its tags; `x = true/false/NULL` tags it
     (and adds ("set", "x"): the path knows x from its own assignment, not only from a test).
-    A tag is made only where something may read it (see `_readers`): a test's, where the same
-    text is tested again (or the test is in a loop, or a goto jumps back), returned, or is a
-    parameter; an assignment's, where the variable is tested, returned or a parameter. The
-    others would only multiply the states (a function's `if (!skb) return;` checks, each
-    tested once, made every path after them twice as many).
+    The tag of an `if` (or of an operand of && and ||) is made only where something may read it
+    (see `_readers`): where the same text is tested again (or the test is in a loop, or a goto
+    jumps back), returned, or is a parameter; an assignment's or a flag's, where the variable is
+    tested, returned or a parameter. The others would only multiply the states (a function's
+    `if (!skb) return;` checks, each tested once, made every path after them twice as many).
+    `#if` branches and retry loops are tagged always: few, and read by their own kind.
     """
 
     correlate_branches = False
