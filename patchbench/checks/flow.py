@@ -809,7 +809,6 @@ _READ = cparse.query("""
 (while_statement condition: (_) @condition)
 (do_statement condition: (_) @condition)
 (for_statement condition: (_) @condition)
-(return_statement (_) @returned)
 (goto_statement label: (_) @goto)
 """)
 
@@ -824,11 +823,12 @@ def _readers(function: Function) -> _Readers:
     if found is not None:
         return found
     readers = set(function.params) | {"*" + param for param in function.params}
+    # what locks.returned_text() reads at a return
+    readers |= {squeeze(_text(node.named_children[0])) for node in function.shapes.get("return", [])
+                if node.named_child_count}
     conditions, gotos = [], []
     for match in cparse.matches(_READ, function.body):
-        if "returned" in match:
-            readers.add(squeeze(_text(match["returned"][0])))
-        elif "goto" in match:
+        if "goto" in match:
             gotos.append(match["goto"][0])
         else:
             conditions.extend(match["condition"])
