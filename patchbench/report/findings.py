@@ -14,15 +14,18 @@ import re
 import textwrap
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchbench.checks import engine
 from patchbench.checks.finding import Finding
-from patchbench.checks.patches import SeriesCheck
 from patchbench.report import sarif
 from patchbench.report.quote import Context, context
-from patchbench.series import Patch, Series
-from patchbench.tree import ApplyResult
 from patchbench.tree.git import Git, open_repository
+
+if TYPE_CHECKING:   # annotations only: `lint` need not import the mail and series stages
+    from patchbench.checks.patches import SeriesCheck
+    from patchbench.series import Patch, Series
+    from patchbench.tree import ApplyResult
 
 FORMATS = ("text", "mail", "terse", "json", "sarif")
 TEXT_WIDTH, MAIL_WIDTH = 100, 72

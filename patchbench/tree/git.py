@@ -11,8 +11,6 @@ import os
 import subprocess
 from pathlib import Path
 
-import git as gitpython
-
 from patchbench.errors import BadInput
 
 # Kept from the caller's environment: tracing, config isolation, and who the committer is.
@@ -36,6 +34,7 @@ class GitFailed(Exception):
 
 def open_repository(tree: Path) -> Path:
     """The git directory of the repository at `tree` (its own for a linked worktree), or BadInput."""
+    import git as gitpython   # here: what only reads blobs (lint, the call index) skips its import
     try:
         repo = gitpython.Repo(tree, search_parent_directories=True)
     except (gitpython.NoSuchPathError, gitpython.InvalidGitRepositoryError):
