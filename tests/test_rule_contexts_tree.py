@@ -111,6 +111,9 @@ def test_a_checkout_is_indexed_from_git_as_from_its_files(tree):
     (tree / "drivers" / "linked.h").symlink_to("../include/wrap.h")
     (tree / ".hidden").mkdir()
     (tree / ".hidden" / "skipped.c").write_text("void skipped(void)\n{\n}\n")
+    (tree / "tools").mkdir()   # git is asked for .c and .h files outside tools/ and the like only
+    (tree / "tools" / "user_space.c").write_text("int main(void)\n{\n}\n")
+    (tree / "drivers" / "notes.txt").write_text("not C\n")
     from_git = callindex._checkout_blobs(tree)
     assert sorted(from_git) == sorted(callindex._walked_blobs(tree))
     assert {"drivers/new.c", "drivers/linked.h"} <= {path for path, _ in from_git}

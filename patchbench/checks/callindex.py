@@ -28,6 +28,7 @@ import json
 import os
 import sqlite3
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -1122,11 +1123,31 @@ def _checkout_blobs(root: Path) -> list[tuple[str, str]] | None:
         code, top, _ = git.run("rev-parse", "--show-toplevel", check=False)
         if code != 0 or Path(top.strip()).resolve() != root.resolve():
             return None
-        listed = git.run("ls-files", "--stage", "-z")[1]
-        changed = git.run("diff-files", "--name-only", "-z")[1].split("\0")
-        untracked = git.run("ls-files", "--others", "-z")[1].split("\0")
+        # git keeps only what indexed() would (a third of a kernel's 95 000 paths are neither .c
+        # nor .h); the two that stat or walk the whole tree run while the index listing is read
+        def listing(*command: str) -> str:
+            return git.run(*command, "-z", "--", *_PATHSPEC, env=_GLOBBING)[1]
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            changed = pool.submit(listing, "diff-files", "--name-only")
+            untracked = pool.submit(listing, "ls-files", "--others")
+            staged, hashed = _staged(listing("ls-files", "--stage"))
+            others = changed.result().split("\0") + untracked.result().split("\0")
     except (OSError, GitFailed):   # no git installed, a repository git refuses: read every file
         return None
+    hashed.update(path for path in others if _walked(path))
+    for path in hashed:
+        staged.pop(path, None)
+        try:
+            staged[path] = blob_id((root / path).read_bytes())
+        except OSError:
+            continue   # deleted, or a directory (a symlink to one, a submodule)
+    return list(staged.items())
+
+
+def _staged(listed: str) -> tuple[dict[str, str], set[str]]:
+    """From `git ls-files --stage -z`: path -> blob id of the regular files _walked() keeps, and
+    the kept paths git's blob id is not the file's content for."""
     staged: dict[str, str] = {}
     hashed: set[str] = set()
     for entry in listed.split("\0"):
@@ -1138,14 +1159,12 @@ def _checkout_blobs(root: Path) -> list[tuple[str, str]] | None:
             staged[path] = blob
         else:
             hashed.add(path)   # a symlink, a conflict, a submodule
-    hashed.update(path for path in (*changed, *untracked) if _walked(path))
-    for path in hashed:
-        staged.pop(path, None)
-        try:
-            staged[path] = blob_id((root / path).read_bytes())
-        except OSError:
-            continue   # deleted, or a directory (a symlink to one, a submodule)
-    return list(staged.items())
+    return staged, hashed
+
+
+# indexed() as git pathspecs ("*" matches "/" too); _walked() still decides
+_PATHSPEC = (*(f"*{suffix}" for suffix in SUFFIXES), *(f":(exclude){top}" for top in SKIPPED_DIRS))
+_GLOBBING = {"GIT_LITERAL_PATHSPECS": "0"}   # the runner's default is literal
 
 
 def _walked(path: str) -> bool:
