@@ -78,12 +78,27 @@ def lint_files(files: list[str], jobs: int = 1, use_cache: bool = True,
     _progress = progress
     try:
         with callindex.active(index, root):
-            # in path order, not largest first: a worker's call index answers stay warm for the
-            # directory it is in (largest first cost a sixteenth more CPU on 7.2)
-            found = facts.parallel(_lint_file, [(path, use_cache) for path in files], jobs)
+            # a directory at a time, so that a worker's call index answers stay warm for the
+            # directory it is in (largest first over the whole tree cost a sixteenth more CPU on
+            # 7.2), and within it the largest files first, so that no worker ends alone on a big one
+            found = facts.parallel(_lint_file, [(path, use_cache) for path in _by_directory(files)], jobs)
     finally:
         _progress = None
     return sorted((f for result in found for f in result), key=lambda f: (f.file, f.line, f.rule))
+
+
+def _by_directory(files: list[str]) -> list[str]:
+    """files grouped by directory in the order they come, each group's largest first."""
+    first_seen: dict[str, int] = {}
+    for n, path in enumerate(files):
+        first_seen.setdefault(os.path.dirname(path), n)
+
+    def size(path: str) -> int:
+        try:
+            return os.path.getsize(path)
+        except OSError:
+            return 0   # reading it reports the error
+    return sorted(files, key=lambda path: (first_seen[os.path.dirname(path)], -size(path)))
 
 
 def run(args) -> int:
