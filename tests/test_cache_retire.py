@@ -8,8 +8,11 @@ import os
 import time
 from pathlib import Path
 
-from patchbench.checks import facts
+import pytest
+
+from patchbench.checks import callindex, facts
 from tests.support.fixture_tree import isolated_copy
+from tests.support.git_series import git
 
 TREE = Path(__file__).resolve().parents[1] / "fixtures" / "checks" / "rcu_unknown_tree"
 DAY = 86400
@@ -45,3 +48,41 @@ def test_lint_retires_old_facts_and_index_directories(tmp_path, monkeypatch):
     assert not stale_facts.exists() and not stale_index.exists()
     assert kept_index.is_dir()
     assert (tmp_path / "cache" / "facts" / facts.checker_fingerprint()).is_dir()
+
+
+def _index_file(directory: Path, name: str, days: float) -> Path:
+    path = directory / name
+    path.write_bytes(b"")
+    then = time.time() - days * DAY
+    os.utime(path, (then, then))
+    return path
+
+
+@pytest.mark.parametrize("opened_from", ["work tree", "git"])
+def test_indexes_of_other_trees_unused_for_two_weeks_go_the_one_opened_stays(tmp_path, monkeypatch, opened_from):
+    """Every base checked or tree linted leaves an index of its own (130-160 MB for a kernel): the
+    ones no run has used for STALE_DAYS go, with the partial ones a killed build left behind. The
+    index opened is marked as used, however long ago it was built."""
+    tree = isolated_copy(TREE, tmp_path, monkeypatch)
+    git(tree, "init", "-q")
+    git(tree, "add", "-A")
+    git(tree, "commit", "-q", "-m", "tree")
+
+    def opened() -> callindex.CallIndex:
+        if opened_from == "git":
+            return callindex.from_git(tree / ".git", "HEAD", 1)
+        return callindex.from_files(tree, 1)
+
+    built = opened()
+    in_use = built.directory / f"{built.digest}.sqlite"
+    built_long_ago = time.time() - 30 * DAY
+    os.utime(in_use, (built_long_ago, built_long_ago))
+    stale = _index_file(built.directory, "0" * 40 + ".sqlite", facts.STALE_DAYS + 1)
+    recent = _index_file(built.directory, "1" * 40 + ".sqlite", facts.STALE_DAYS - 1)
+    left_by_a_killed_build = _index_file(built.directory, "2" * 40 + ".4242.tmp", facts.STALE_DAYS + 1)
+    again = opened()
+    assert again.digest == built.digest
+    assert time.time() - in_use.stat().st_mtime < DAY
+    assert again.defs("mesh_data"), "the index still answers"
+    assert not stale.exists() and not left_by_a_killed_build.exists()
+    assert recent.is_file()

@@ -28,6 +28,7 @@ import json
 import os
 import sqlite3
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -962,7 +963,7 @@ def _build(blobs: list[tuple[str, str]], source: tuple[str, Path], jobs: int) ->
     facts.retire_other_versions(directory)
     stored = directory / f"{digest}.sqlite"
     if stored.is_file():
-        return CallIndex(digest, directory)
+        return _in_use(digest, directory)
     _SOURCE.append(source)
     try:
         summaries = facts.parallel(_scan_blob, [(path, blob, directory) for path, blob in blobs], jobs)
@@ -977,6 +978,29 @@ def _build(blobs: list[tuple[str, str]], source: tuple[str, Path], jobs: int) ->
         _fill(database, blobs, summaries, directory)
         database.commit()
     partial.replace(stored)
+    return _in_use(digest, directory)
+
+
+def _in_use(digest: str, directory: Path) -> CallIndex:
+    """The stored index `digest`, noted as used now. Other trees' indexes (one per base checked or
+    tree linted, 130-160 MB for a kernel) and partial ones a killed build left behind go once no
+    run has used them for STALE_DAYS; the scans they were merged from stay (they are shared by
+    blob id, and a new base rescans only its changed files)."""
+    from patchbench.checks.facts import STALE_DAYS
+    stored = f"{digest}.sqlite"
+    try:
+        os.utime(directory / stored)
+        entries = list(os.scandir(directory))
+    except OSError:
+        entries = []   # a read-only cache: nothing is noted or removed
+    cutoff = time.time() - STALE_DAYS * 86400
+    for entry in entries:
+        if entry.name != stored and entry.name.endswith((".sqlite", ".tmp")):
+            try:
+                if entry.stat().st_mtime < cutoff:
+                    os.unlink(entry.path)
+            except OSError:
+                continue   # another run removed it first
     return CallIndex(digest, directory)
 
 
@@ -1201,7 +1225,7 @@ def from_git(git_dir: Path, rev: str, jobs: int) -> CallIndex:
     try:
         digest = known.read_text().strip()
         if (known.parent.parent / f"{digest}.sqlite").is_file():
-            return CallIndex(digest, known.parent.parent)
+            return _in_use(digest, known.parent.parent)
     except OSError:
         pass
     blobs = []
