@@ -28,7 +28,6 @@ import json
 import os
 import sqlite3
 import re
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -960,7 +959,6 @@ def _build(blobs: list[tuple[str, str]], source: tuple[str, Path], jobs: int) ->
     blobs = sorted(blobs)
     digest = hashlib.sha1("\n".join(f"{p} {b}" for p, b in blobs).encode()).hexdigest()
     directory = cache_dir()
-    facts.retire_other_versions(directory)
     stored = directory / f"{digest}.sqlite"
     if stored.is_file():
         return _in_use(digest, directory)
@@ -982,25 +980,24 @@ def _build(blobs: list[tuple[str, str]], source: tuple[str, Path], jobs: int) ->
 
 
 def _in_use(digest: str, directory: Path) -> CallIndex:
-    """The stored index `digest`, noted as used now. Other trees' indexes (one per base checked or
-    tree linted, 130-160 MB for a kernel) and partial ones a killed build left behind go once no
-    run has used them for STALE_DAYS; the scans they were merged from stay (they are shared by
-    blob id, and a new base rescans only its changed files)."""
-    from patchbench.checks.facts import STALE_DAYS
-    stored = f"{digest}.sqlite"
+    """The stored index `digest`, noted as used now, as is its scan fingerprint's directory. What
+    no run has used for STALE_DAYS goes: other fingerprints' directories, other trees' indexes
+    (one per base checked or tree linted, 130-160 MB for a kernel) and partial ones a killed build
+    left behind. The scans stay (shared by blob id; a new base rescans only its changed files)."""
+    from patchbench.checks import facts
+    facts.retire_other_versions(directory)
+    stored = directory / f"{digest}.sqlite"
     try:
-        os.utime(directory / stored)
-        entries = list(os.scandir(directory))
+        os.utime(stored)
+        entries = list(directory.iterdir())
     except OSError:
         entries = []   # a read-only cache: nothing is noted or removed
-    cutoff = time.time() - STALE_DAYS * 86400
     for entry in entries:
-        if entry.name != stored and entry.name.endswith((".sqlite", ".tmp")):
+        if entry != stored and entry.suffix in (".sqlite", ".tmp") and facts.unused(entry):
             try:
-                if entry.stat().st_mtime < cutoff:
-                    os.unlink(entry.path)
+                entry.unlink()
             except OSError:
-                continue   # another run removed it first
+                pass   # another run removed it first, or the cache is not ours to change
     return CallIndex(digest, directory)
 
 

@@ -67,19 +67,23 @@ def retire_other_versions(current: Path) -> None:
         os.utime(current)
     except OSError:
         pass   # not created yet: its first entry creates it
-    cutoff = time.time() - STALE_DAYS * 86400
     try:
         siblings = [entry for entry in current.parent.iterdir()
                     if entry.name != current.name and _FINGERPRINT.fullmatch(entry.name) and entry.is_dir()]
     except OSError:
         return
     for sibling in siblings:
-        try:
-            stale = sibling.stat().st_mtime < cutoff
-        except OSError:
-            continue
-        if stale:
+        if unused(sibling):
             shutil.rmtree(sibling, ignore_errors=True)
+
+
+def unused(path: Path) -> bool:
+    """No run has marked `path` used (its mtime) for STALE_DAYS; False when it cannot be read
+    (another process removed it first)."""
+    try:
+        return path.stat().st_mtime < time.time() - STALE_DAYS * 86400
+    except OSError:
+        return False
 
 
 def findings_for(path: str, source: bytes, use_cache: bool = True,
