@@ -30,6 +30,10 @@ FINDING = "1 new finding(s); first: ptr-ring-consume-unlocked at drivers/net/tap
 NOT_APPLYING = "patch 2/2 does not apply to net-next at {base}: drivers/net/tap.c, @@ -847,7 +859,7 @@"
 INCOMPLETE = "incomplete series: 2 of 3 patches received; not tested"
 
+@pytest.fixture(autouse=True, scope="module")
+def _spec(patchwork_spec):
+    """The stand-in checks every request and answer against patchwork's API description."""
+
 
 @pytest.fixture(scope="module")
 def setup(kernel_clone, tmp_path_factory):

@@ -21,6 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 OUTPUT = Path(os.environ.get("PATCHBENCH_TEST_OUTPUT", ROOT / "test-output"))
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _spec(patchwork_spec):
+    """The stand-in checks every request and answer against patchwork's API description."""
+
+
 @pytest.fixture(scope="module")
 def mails(kernel_clone, tmp_path_factory):
     repo, base = kernel_clone

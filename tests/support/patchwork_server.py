@@ -1,6 +1,6 @@
 """A stand-in for a patchwork server, on loopback, for the CI bot's tests.
 
-It serves the shapes of patchwork's REST API 1.3 (../shared/specs/patchwork-api-v1.3.yaml) for
+It serves the shapes of patchwork's REST API 1.3 (tests/support/shared.py PATCHWORK_SPEC) for
 what the bot and the client tools (git-pw, pwclient) use: the API index, projects, events, series,
 patches, covers, checks (list, read, create with a token) and mbox downloads, with patchwork's
 pagination (page, per_page, Link: rel="next") and its inclusive `since` filter on events.
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from email import policy
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
-SPEC = Path(__file__).resolve().parents[3] / "shared" / "specs" / "patchwork-api-v1.3.yaml"
+from tests.support.shared import PATCHWORK_SPEC
+
 TOKEN = "pw-test-token-5f0c1d2e3a"
 _PREFIX = re.compile(r"^\s*\[(?P<prefix>[^\]]*)\]\s*(?P<rest>.*)$", re.S)
 
@@ -37,7 +37,7 @@ def _load_spec():
     from openapi_core import Config, OpenAPI
     # The published description repeats a tag name, which the strict spec check rejects; the
     # paths and schemas, which are what requests and answers are checked against, are sound.
-    return OpenAPI.from_file_path(str(SPEC), config=Config(spec_validator_cls=None))
+    return OpenAPI.from_file_path(str(PATCHWORK_SPEC), config=Config(spec_validator_cls=None))
 
 
 @dataclass
