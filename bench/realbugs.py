@@ -1,4 +1,4 @@
-"""The real-bug benchmark: recall on genuine upstream fixes re-introduced on Debian's 6.1 and 7.2 trees.
+"""The real-bug benchmark: recall on genuine upstream fixes re-introduced on Debian's 6.1 and newest trees.
 
 For every case of fixtures/realbugs/cases.toml (see docs/realbugs.md) a two-patch series is made
 from the Debian tree (patch 1: the fix undone, patch 2: the fix again) and checked with
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.support import realbugs  # noqa: E402
-from tests.support.kernel import kernel_repo  # noqa: E402
+from tests.support.kernel import KERNELS, kernel_repo, tree  # noqa: E402
 
 
 def _rate(outcomes: list[realbugs.Outcome]) -> str:
@@ -35,6 +35,8 @@ def _rate(outcomes: list[realbugs.Outcome]) -> str:
 
 
 def _why(outcome: realbugs.Outcome) -> str:
+    if outcome.not_applicable:
+        return f"not applicable: {outcome.not_applicable}"
     if outcome.error:
         return f"error: {outcome.error}"
     got = ", ".join(sorted({f"{f['rule']} in {f['function']}" for f in outcome.patch1})) or "no finding"
@@ -48,7 +50,7 @@ def _why(outcome: realbugs.Outcome) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kernel", choices=("6.1", "7.2"), help="only the cases on this tree")
+    parser.add_argument("--kernel", choices=sorted(KERNELS), help="only the cases on this tree")
     parser.add_argument("--json", type=Path, help="also write every outcome to this file")
     parser.add_argument("--mutations", action="store_true",
                         help="the held-out mutations of real drivers and their pristine files")
@@ -57,7 +59,9 @@ def main() -> int:
     source = realbugs.MUTATIONS if args.mutations else realbugs.CASES
     cases = [c for c in realbugs.load_cases(source)
              if (not args.kernel or c.kernel == args.kernel) and (not args.cases or c.id in args.cases)]
-    trees = {version: kernel_repo(version) for version in sorted({c.kernel for c in cases})}
+    trees = {name: kernel_repo(name) for name in sorted({c.kernel for c in cases})}
+    for name in trees:
+        print(f"kernel {tree(name).describe()}")
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="realbugs-") as tmp:
         bench = realbugs.Bench(Path(tmp), trees)
@@ -65,14 +69,17 @@ def main() -> int:
         for case in cases:
             outcome = bench.outcome(case)
             outcomes.append(outcome)
-            mark = "caught" if outcome.caught and outcome.clean_fix else "MISSED"
+            mark = ("n/a" if outcome.not_applicable else
+                    "caught" if outcome.caught and outcome.clean_fix else "MISSED")
             print(f"  {mark:6}  {case.kernel}  {case.family:8}  {case.id}", flush=True)
         seconds = time.monotonic() - started
         if args.mutations:
             return _mutations(outcomes, seconds, Path(tmp) / "lint-cache")
 
     upstream = [o for o in outcomes if o.case.origin == "upstream"]
-    print(f"\n{len(outcomes)} cases ({len(upstream)} upstream fixes) in {seconds:.0f} s\n")
+    absent = [o for o in outcomes if o.not_applicable]
+    print(f"\n{len(outcomes)} cases ({len(upstream)} upstream fixes) in {seconds:.0f} s; "
+          f"{len(absent)} not applicable to these trees (counted in no rate below)\n")
     print("in scope (upstream fixes): recall per family and kernel")
     by = collections.defaultdict(list)
     for o in upstream:
@@ -80,7 +87,7 @@ def main() -> int:
         by[(o.case.family, "all")].append(o)
         by[("all", o.case.kernel)].append(o)
     for family in (*realbugs.ORDER, "all"):
-        row = "  ".join(f"{kernel}: {_rate(by[(family, kernel)]):>12}" for kernel in ("6.1", "7.2"))
+        row = "  ".join(f"{kernel}: {_rate(by[(family, kernel)]):>12}" for kernel in sorted(KERNELS))
         total = _rate(by[(family, "all")]) if family != "all" else _rate(upstream)
         print(f"  {family:9} {row}  both: {total}")
     for origin in ("mission", "seed"):
@@ -95,8 +102,9 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps([{"id": o.case.id, "kernel": o.case.kernel, "family": o.case.family,
                                           "origin": o.case.origin, "caught": o.caught, "patch1": o.patch1,
-                                          "on_fix": o.on_fix, "error": o.error} for o in outcomes], indent=1))
-    misses = [o for o in outcomes if not (o.caught and o.clean_fix)]
+                                          "on_fix": o.on_fix, "error": o.error, "not_applicable": o.not_applicable}
+                                         for o in outcomes], indent=1))
+    misses = [o for o in outcomes if not (o.caught and o.clean_fix)]   # not applicable ones listed too
     print(f"\nmisses: {len(misses)}")
     for o in misses:
         print(f"  {o.case.kernel} {o.case.id} [{o.case.rule}]: {_why(o)}")
@@ -113,8 +121,12 @@ def _mutations(outcomes: list[realbugs.Outcome], seconds: float, cache: Path) ->
     for o in outcomes:
         if not (o.caught and o.clean_fix):
             print(f"  missed {o.case.id} [{o.case.rule}]: {_why(o)}")
-    for kernel, files in realbugs.load_correct().items():
-        found = realbugs.lint_files(kernel_repo(kernel), files, cache)
+    for kernel, listed in realbugs.load_correct().items():
+        tree_path = kernel_repo(kernel)
+        files = [f for f in listed if (tree_path / f).is_file()]
+        if len(files) < len(listed):
+            print(f"pristine {kernel} files not in this tree: {sorted(set(listed) - set(files))}")
+        found = realbugs.lint_files(tree_path, files, cache)
         print(f"\npristine {kernel} files: {len(found)} finding(s) in {len(files)} files")
         for f in found:
             print(f"  {f['rule']} {f['file']}:{f['line']} {f['function']}: {f['message']}")

@@ -5,8 +5,11 @@ from pathlib import Path
 import pytest
 
 from tests.support import kernel
+from tests.support.shared import CORPUS, PATCHWORK_SPEC
 
-CORPUS = Path(os.environ.get("PATCHBENCH_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus"))
+# What the summary prints: the kernel trees the run used, and real-bug cases whose code they lack.
+TREES_USED = pytest.StashKey[dict]()
+NOT_APPLICABLE = pytest.StashKey[dict]()
 
 
 def missing(reason: str):
@@ -20,27 +23,50 @@ def missing(reason: str):
 def corpus() -> Path:
     """The shared mail corpus (../shared/corpus); tests that need it skip where it is absent."""
     if not CORPUS.is_dir():
-        missing(f"shared mail corpus not found at {CORPUS}")
+        missing(f"shared mail corpus not found at {CORPUS} (scripts/fetch-shared fetches it)")
     return CORPUS
 
 
-def _kernel(version: str) -> Path:
+@pytest.fixture(scope="session")
+def patchwork_spec() -> Path:
+    """patchwork's REST API description (../shared/specs), which the patchwork stand-in checks against."""
+    if not PATCHWORK_SPEC.is_file():
+        missing(f"patchwork API description not found at {PATCHWORK_SPEC} (scripts/fetch-shared fetches it)")
+    return PATCHWORK_SPEC
+
+
+def _kernel(name: str, config: pytest.Config) -> Path:
     try:
-        return kernel.kernel_repo(version)
+        tree = kernel.tree(name)
     except FileNotFoundError as exc:
         missing(str(exc))
+    config.stash.setdefault(TREES_USED, {})[name] = tree
+    return Path(tree.path)
 
 
 @pytest.fixture(scope="session")
-def kernel_tree() -> Path:
-    """A git repository of Debian's linux-source-6.1 (one commit, tag v6.1-debian), cached between runs."""
-    return _kernel("6.1")
+def kernel_tree(pytestconfig) -> Path:
+    """A git repository of Debian's linux-source-6.1, whichever 6.1.y (one commit, tag debian-6.1), cached."""
+    return _kernel("6.1", pytestconfig)
 
 
 @pytest.fixture(scope="session")
-def kernel_tree_new() -> Path:
-    """The newest kernel Debian has (linux-source-7.2, tag v7.2-debian), fetched privately, cached."""
-    return _kernel(kernel.NEWEST)
+def kernel_tree_new(pytestconfig) -> Path:
+    """The newest kernel source Debian's unstable archive serves (tag debian-newest), fetched privately, cached."""
+    return _kernel(kernel.NEWEST, pytestconfig)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    trees = config.stash.get(TREES_USED, {})
+    if trees:
+        terminalreporter.write_sep("-", "kernel sources")
+        for name in sorted(trees):
+            terminalreporter.write_line(trees[name].describe())
+    skipped = config.stash.get(NOT_APPLICABLE, {})
+    if skipped:
+        terminalreporter.write_sep("-", f"real-bug cases not applicable: {len(skipped)}")
+        for case_id in sorted(skipped):
+            terminalreporter.write_line(f"{case_id}: {skipped[case_id]}")
 
 
 def require_tool(name: str) -> str:

@@ -19,6 +19,7 @@ import pytest
 
 from patchbench.series import load_series
 from patchbench.tree import apply_series
+from tests.support import kernel
 from tests.support.git_series import RepoState, commit_files, format_patch, git, series_from_mails
 
 pytestmark = pytest.mark.kernel
@@ -64,7 +65,7 @@ def workspace(kernel_tree: Path, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("kernel-apply")
     author = root / "author"
     git(root, "clone", "-q", "--shared", "--no-checkout", str(kernel_tree), str(author))
-    base = git(author, "rev-parse", "v6.1-debian")
+    base = git(author, "rev-parse", kernel.TAG)
     commits = make_commits(author, base, SERIES)
     mails = format_patch(author, base, commits[-1], root / "series")
     moved = make_commits(author, base, [MOVED_ON])[0]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from patchbench.cli import main
+from tests.support import kernel
 from tests.support.git_series import commit_files, git
 from tests.support.ring_series import TAP, TAP_HELPER_NO_LOCK, TUN_HELPER, WAKE_PATCH, make_series, tap_patch, tun_patch
 
@@ -28,7 +29,7 @@ def _state(repo: Path) -> str:
 def test_check_from_a_hook_environment_reads_the_checked_tree(kernel_tree: Path, tmp_path, monkeypatch, capsys):
     repo = tmp_path / "linux"
     git(tmp_path, "clone", "-q", "--shared", "--no-checkout", str(kernel_tree), str(repo))
-    base = git(repo, "rev-parse", "v6.1-debian")
+    base = git(repo, "rev-parse", kernel.TAG)
     series = make_series(repo, base, [tun_patch(TUN_HELPER), tap_patch(TAP_HELPER_NO_LOCK), WAKE_PATCH],
                          tmp_path / "series")
     hook = tmp_path / "hook"

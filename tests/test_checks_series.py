@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from patchbench.cli import main
+from tests.support import kernel
 from tests.support.git_series import commit_files, format_patch, git
 from tests.support.ring_series import (TAP, TAP_FIX_PATCH, TAP_HELPER, TAP_HELPER_NO_LOCK, TUN_HELPER,
                                        TUN_HELPER_UNLOCKED_PATH, WAKE_PATCH, make_series, tap_patch, tun_patch)
@@ -28,7 +29,7 @@ def private_facts_cache(tmp_path, monkeypatch):
 def kernel_clone(kernel_tree: Path, tmp_path_factory) -> tuple[Path, str]:
     repo = tmp_path_factory.mktemp("check") / "linux"
     git(repo.parent, "clone", "-q", "--shared", "--no-checkout", str(kernel_tree), str(repo))
-    return repo, git(repo, "rev-parse", "v6.1-debian")
+    return repo, git(repo, "rev-parse", kernel.TAG)
 
 
 @pytest.fixture

@@ -61,14 +61,15 @@ def test_conditionals_and_iterator_shapes_give_exactly_the_marked_findings():
     assert {(f.line, f.rule) for f in found} == expected(source)
 
 
-# Functions with ERROR nodes in drivers/net/*.c and net/core/*.c, measured when the pre-pass learnt
-# __free, several-word type arguments, iterator shapes and #if blocks cutting across statements
-# (before: 82 of 3156 on 6.1, 120 of 3778 on 7.2; after: 24 and 41).
-MAX_WITH_ERRORS = {"6.1": 24, "7.2": 41}
+# Share of the functions with ERROR nodes in drivers/net/*.c and net/core/*.c, measured when the
+# pre-pass learnt __free, several-word type arguments, iterator shapes and #if blocks cutting across
+# statements (before: 82 of 3156 on 6.1.170, 120 of 3778 on 7.2.9; after: 24 and 41, 0.76% and
+# 1.09%). A share, not a count: another point release adds and removes functions.
+MAX_WITH_ERRORS = {"6.1": 0.008, "newest": 0.012}
 
 
 @pytest.mark.kernel
-@pytest.mark.parametrize("version", ["6.1", "7.2"])
+@pytest.mark.parametrize("version", ["6.1", "newest"])
 def test_real_kernel_functions_parse(version, kernel_tree, kernel_tree_new):
     tree = kernel_tree if version == "6.1" else kernel_tree_new
     files = sorted([*(tree / "drivers" / "net").glob("*.c"), *(tree / "net" / "core").glob("*.c")])
@@ -78,6 +79,6 @@ def test_real_kernel_functions_parse(version, kernel_tree, kernel_tree_new):
         total += len(model.functions)
         broken += [f"{path.name}:{name}" for name in _functions_with_errors(model)]
     assert total > 3000
-    assert len(broken) <= MAX_WITH_ERRORS[version], broken
-    if version == "7.2":   # the issue's example: 11 functions of virtio_net.c had ERROR nodes
+    assert len(broken) <= MAX_WITH_ERRORS[version] * total, broken
+    if version == "newest":   # the issue's example: 11 functions of 7.2's virtio_net.c had ERROR nodes
         assert not [name for name in broken if name.startswith("virtio_net.c:")]

@@ -26,6 +26,7 @@ from patchbench.dispatch.runner import check_jobs, execute
 from patchbench.dispatch.store import ResultStore
 from patchbench.tree import AppliedPatch, ApplyResult
 from tests.conftest import require_tool
+from tests.support import kernel
 from tests.support.farm import Workers, free_port, redis_server
 from tests.support.git_series import git
 from tests.support.ring_series import TUN_HELPER_UNLOCKED_PATH, commit_series, make_series, tun_patch
@@ -58,7 +59,7 @@ def series_commits(kernel_tree, tmp_path_factory):
     edits in other drivers; its ApplyResult as apply would make it."""
     repo = tmp_path_factory.mktemp("farm") / "linux"
     git(repo.parent, "clone", "-q", "--shared", "--no-checkout", str(kernel_tree), str(repo))
-    base = git(repo, "rev-parse", "v6.1-debian")
+    base = git(repo, "rev-parse", kernel.TAG)
     edits = [tun_patch(TUN_HELPER_UNLOCKED_PATH)]
     for path in TOUCHED:
         whole = git(repo, "show", f"{base}:{path}") + "\n"
@@ -156,7 +157,6 @@ def test_unreachable_broker_is_one_line_of_bad_input(kernel_clone, tmp_path, cap
 @pytest.mark.slow
 def test_build_on_the_farm_matches_the_local_build_and_stays_on_the_warm_worker(kernel_tree, broker, workers,
                                                                                  tmp_path):
-    from tests.support import kernel
     from tests.support.planted import plant
 
     for tool in ("make", "gcc", "ccache", "bwrap", "flex", "bison", "bc"):

@@ -536,8 +536,9 @@ def test_build_on_the_gate_reports_a_new_compiler_warning_and_blocks_it_when_con
 
     for tool in ("make", "gcc", "ccache", "bwrap", "flex", "bison", "bc"):
         require_tool(tool)
-    # A clone at a fixed place: its configured build directory (keyed by repository) serves later runs.
-    repo = CACHE / "presend-build-clone"
+    # A clone at a fixed place per tree: its configured build directory (keyed by repository) serves
+    # later runs; a new point release's tree gets its own (the clone borrows the tree's objects).
+    repo = CACHE / f"presend-build-clone-{kernel_tree.name}"
     if not (repo / ".git" / "patchbench-ready").exists():
         shutil.rmtree(repo, ignore_errors=True)
         git(CACHE, "clone", "-q", "--shared", "--no-checkout", str(kernel_tree), str(repo))

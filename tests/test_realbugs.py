@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import NOT_APPLICABLE
 from tests.support import realbugs
 
 CASES = realbugs.load_cases()
 MUTATIONS = realbugs.load_cases(realbugs.MUTATIONS)
-# In-scope recall (upstream fixes, both kernels) measured when the marks were last set; it may only rise.
+# In-scope recall (upstream fixes, both kernels, over the cases whose code the trees hold) measured
+# when the marks were last set; it may only rise.
 RECALL_FLOOR = 0.92
+APPLICABLE_FLOOR = realbugs.APPLICABLE_FLOOR   # of each kernel's cases, the share that must apply
 # Planted bugs found in real drivers (fixtures/realbugs/mutations.toml), and findings allowed on its
 # pristine files: measured when the marks were last set.
 MUTATION_FLOOR = 25 / 26
@@ -26,10 +29,19 @@ PRISTINE_FINDINGS = 1
 @pytest.fixture(scope="session")
 def bench(tmp_path_factory, request) -> realbugs.Bench:
     trees = {}
-    for version, fixture in (("6.1", "kernel_tree"), ("7.2", "kernel_tree_new")):
-        if any(c.kernel == version for c in CASES + MUTATIONS):
-            trees[version] = request.getfixturevalue(fixture)
+    for name, fixture in (("6.1", "kernel_tree"), ("newest", "kernel_tree_new")):
+        if any(c.kernel == name for c in CASES + MUTATIONS):
+            trees[name] = request.getfixturevalue(fixture)
     return realbugs.Bench(tmp_path_factory.mktemp("realbugs"), trees)
+
+
+def outcome_of(bench: realbugs.Bench, case: realbugs.Case, config: pytest.Config) -> realbugs.Outcome:
+    """The case's outcome; one whose code the tree lacks is noted for the run's summary and skipped."""
+    outcome = bench.outcome(case)
+    if outcome.not_applicable:
+        config.stash.setdefault(NOT_APPLICABLE, {})[case.id] = outcome.not_applicable
+        pytest.skip(f"not applicable: {outcome.not_applicable}")
+    return outcome
 
 
 def _param(case: realbugs.Case):
@@ -49,8 +61,8 @@ def test_recorded_edits_are_our_own_small_operations():
 
 @pytest.mark.kernel
 @pytest.mark.parametrize("case", [_param(c) for c in CASES + MUTATIONS])
-def test_bug_reported_on_patch_1_and_fix_clean(bench, case):
-    outcome = bench.outcome(case)
+def test_bug_reported_on_patch_1_and_fix_clean(bench, case, pytestconfig):
+    outcome = outcome_of(bench, case, pytestconfig)
     assert outcome.error is None, outcome.error
     assert outcome.on_fix == [], f"finding on the fix: {outcome.on_fix}"
     assert outcome.caught, f"not reported as {case.rule} in {case.function}; patch 1 had {outcome.patch1}"
@@ -59,6 +71,12 @@ def test_bug_reported_on_patch_1_and_fix_clean(bench, case):
 @pytest.mark.kernel
 def test_recall_floor_and_no_finding_on_any_fix(bench):
     upstream = [bench.outcome(c) for c in CASES if c.origin == "upstream"]
+    for name in bench.trees:
+        mine = [o for o in upstream if o.case.kernel == name]
+        held = realbugs.applicable(mine)
+        assert len(held) >= APPLICABLE_FLOOR * len(mine), (
+            f"only {len(held)} of {len(mine)} cases apply to Linux {bench.linux(name)} ({name}); not: "
+            + "; ".join(f"{o.case.id}: {o.not_applicable}" for o in mine if o.not_applicable))
     caught, total = realbugs.recall(upstream)
     assert caught / total >= RECALL_FLOOR, f"in-scope recall {caught}/{total} fell below {RECALL_FLOOR:.0%}"
     marked = {c.id for c in CASES if c.xfail}
@@ -67,8 +85,12 @@ def test_recall_floor_and_no_finding_on_any_fix(bench):
 
 @pytest.mark.kernel
 def test_planted_bugs_found_and_pristine_files_quiet(bench, tmp_path):
-    found, planted = realbugs.recall([bench.outcome(c) for c in MUTATIONS])
+    outcomes = [bench.outcome(c) for c in MUTATIONS]
+    found, planted = realbugs.recall(outcomes)
+    assert planted >= APPLICABLE_FLOOR * len(outcomes), f"only {planted} of {len(outcomes)} planted bugs apply"
     assert found / planted >= MUTATION_FLOOR, f"found {found} of {planted} planted bugs"
-    for kernel, files in realbugs.load_correct().items():
+    for kernel, listed in realbugs.load_correct().items():
+        files, absent = bench.present(kernel, listed)
+        assert len(files) >= APPLICABLE_FLOOR * len(listed), f"pristine files not in the tree: {absent}"
         findings = realbugs.lint_files(bench.trees[kernel], files, tmp_path / "cache")
         assert len(findings) <= PRISTINE_FINDINGS, [f"{f['file']}:{f['line']} {f['rule']}" for f in findings]

@@ -10,8 +10,12 @@ No kernel code is stored: at run time the function is found in the tree, the edi
 
 `run_case` checks that series with `patchbench check --format json` in a separate process and
 returns an Outcome: was the bug reported on patch 1 under the expected rule, in the expected file and
-function, and did anything at all get reported on patch 2 (the fix). Used by tests/test_realbugs.py
-and bench/realbugs.py.
+function, and did anything at all get reported on patch 2 (the fix). Used by tests/test_realbugs.py,
+bench/realbugs.py and scripts/check-kernel-sources.
+
+A case is found by content, not by line numbers or a point release: where the tree at hand (another
+6.1.y, or a newer kernel as Debian's newest) lacks the file, the function, or a line an edit needs,
+the case is not applicable there. It is counted apart with its reason, never as a miss or a catch.
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ FAMILIES = {"lock-imbalance": "lock", "rcu-deref-unprotected": "rcu", "rcu-point
 ORDER = ("lock", "rcu", "queue", "ptr_ring")
 ORIGINS = ("upstream", "mission", "seed", "mutation")
 CHECK_TIMEOUT = 300
+# Of each kernel's cases, at least this share must apply to the tree at hand: another point release
+# may lack a few (counted apart), but a benchmark that has mostly stopped applying measures nothing.
+APPLICABLE_FLOOR = 0.75
 
 
 class EditError(ValueError):
@@ -83,6 +90,7 @@ class Outcome:
     patch1: list[dict] = field(default_factory=list)     # every finding on patch 1
     on_fix: list[dict] = field(default_factory=list)     # every finding on patch 2 (must be none)
     error: str | None = None
+    not_applicable: str | None = None    # why the tree at hand lacks the case's code
 
     @property
     def clean_fix(self) -> bool:
@@ -98,7 +106,7 @@ def load_cases(path: Path = CASES) -> list[Case]:
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"
     for case in cases:
-        assert case.rule in FAMILIES and case.origin in ORIGINS and case.kernel in ("6.1", "7.2"), case.id
+        assert case.rule in FAMILIES and case.origin in ORIGINS and case.kernel in ("6.1", "newest"), case.id
     return cases
 
 
@@ -150,6 +158,23 @@ def _select(lines: list[str], lo: int, hi: int, edit: Edit) -> int:
         if re.search(edit.line, lines[i]):
             return i
     raise EditError(f"no line /{edit.line}/ after /{edit.after}/")
+
+
+def applicability(repo: Path, base: str, case: Case, linux: str) -> str | None:
+    """None when `case`'s code is in the tree at `base` (its setup applies, its file and function are
+    there, each edit applies exactly once), else why not, naming the Linux version."""
+    if case.setup:
+        try:
+            base = _setup_commit(repo, base, case.setup)
+        except (AssertionError, subprocess.CalledProcessError) as exc:
+            return f"setup {case.setup} does not apply in Linux {linux}: {str(exc)[:120]}"
+    if not git(repo, "ls-tree", base, "--", case.file):
+        return f"no {case.file} in Linux {linux}"
+    try:
+        apply_edits(git(repo, "show", f"{base}:{case.file}") + "\n", case)
+    except EditError as exc:
+        return f"{case.file}: {exc} in Linux {linux}"
+    return None
 
 
 def apply_edits(source: str, case: Case) -> str:
@@ -258,17 +283,33 @@ class Bench:
         self.clones: dict[str, tuple[Path, str]] = {}
         self.outcomes: dict[str, Outcome] = {}
 
-    def clone(self, version: str) -> tuple[Path, str]:
-        if version not in self.clones:
+    def clone(self, kernel: str) -> tuple[Path, str]:
+        if kernel not in self.clones:
             from tests.support.kernel import KERNELS
 
-            repo = self.workdir / f"linux-{version}"
-            git(self.workdir, "clone", "-q", "--shared", "--no-checkout", str(self.trees[version]), str(repo))
-            self.clones[version] = repo, git(repo, "rev-parse", KERNELS[version].tag)
-        return self.clones[version]
+            repo = self.workdir / f"linux-{kernel}"
+            git(self.workdir, "clone", "-q", "--shared", "--no-checkout", str(self.trees[kernel]), str(repo))
+            self.clones[kernel] = repo, git(repo, "rev-parse", KERNELS[kernel].tag)
+        return self.clones[kernel]
+
+    def linux(self, kernel: str) -> str:
+        """The Linux version of the tree standing for `kernel` (its Makefile's)."""
+        from tests.support.kernel import built
+
+        tree = built(self.trees[kernel])
+        return tree.linux if tree else kernel
+
+    def not_applicable(self, case: Case) -> str | None:
+        """Why the tree of the case's kernel lacks its code, or None when the case applies."""
+        repo, base = self.clone(case.kernel)
+        return applicability(repo, base, case, self.linux(case.kernel))
 
     def outcome(self, case: Case) -> Outcome:
         if case.id not in self.outcomes:
+            reason = self.not_applicable(case)
+            if reason:
+                self.outcomes[case.id] = Outcome(case, False, not_applicable=reason)
+                return self.outcomes[case.id]
             repo, base = self.clone(case.kernel)
             try:
                 self.outcomes[case.id] = run_case(repo, base, case, self.workdir / "series", self.workdir / "cache")
@@ -276,7 +317,18 @@ class Bench:
                 self.outcomes[case.id] = Outcome(case, False, error=str(exc))
         return self.outcomes[case.id]
 
+    def present(self, kernel: str, files: list[str]) -> tuple[list[str], list[str]]:
+        """(files the tree of `kernel` has, files it lacks)."""
+        tree = self.trees[kernel]
+        return [f for f in files if (tree / f).is_file()], [f for f in files if not (tree / f).is_file()]
+
+
+def applicable(outcomes: list[Outcome]) -> list[Outcome]:
+    return [o for o in outcomes if o.not_applicable is None]
+
 
 def recall(outcomes: list[Outcome]) -> tuple[int, int]:
-    """(caught, total) over the outcomes: a case counts when its bug is reported and its fix is clean."""
-    return sum(o.caught and o.clean_fix for o in outcomes), len(outcomes)
+    """(caught, applicable) over the outcomes: a case counts when its bug is reported and its fix is
+    clean; cases whose code the tree lacks count in neither."""
+    counted = applicable(outcomes)
+    return sum(o.caught and o.clean_fix for o in counted), len(counted)
