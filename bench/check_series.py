@@ -9,7 +9,7 @@ for `check` (an upper bound). Bytecode is compiled first (`compileall`), as an i
 The host's own speed varies too: each figure carries the `pace` before and after it, the CPU
 seconds of a fixed piece of Python work (see machine_pace()); compare runs at a similar pace.
 
-1. `patchbench lint` of all of drivers/net and net/ on the 6.1 and 7.2 trees (targets: under 60 s on
+1. `patchbench lint` of all of drivers/net and net/ on the 6.1 and newest trees (targets: under 60 s on
    2 cores, 300 MB per worker), findings per rule. `--skip-tree` leaves it out. It runs first, so
    that no other child (spatch) counts in the peak RSS.
 2. `--index`: the call index built from nothing (a fresh $PATCHBENCH_INDEX_CACHE) by a `lint` of one
@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.support.git_series import format_patch, git  # noqa: E402
-from tests.support.kernel import KERNELS, TAG, kernel_repo  # noqa: E402
+from tests.support.kernel import KERNELS, TAG, kernel_repo, tree  # noqa: E402
 from tests.support.ring_series import (TAP_HELPER, TUN_HELPER, WAKE_PATCH, commit_series,  # noqa: E402
                                        tap_patch, tun_patch)
 
@@ -151,7 +151,7 @@ def tree_bench(version: str, work: Path) -> None:
     run = Run(["lint", "--format", "json", "-j2", *paths], kernel, {"PATCHBENCH_CACHE": str(work / f"tree-{version}")})
     found = json.loads(run.proc.stdout)
     by_rule = collections.Counter(f["rule"] for f in found["findings"])
-    print(f"{version}: lint drivers/net + net ({len(found['checked']['files'])} files, 2 workers): "
+    print(f"{tree(version).describe()}: lint drivers/net + net ({len(found['checked']['files'])} files, 2 workers): "
           f"{run.figures(parallel=True)} (target 60 s); largest worker peak RSS {run.peak_mb:.0f} MB (target 300)")
     for rule, count in sorted(by_rule.items()):
         print(f"  {rule}: {count}")

@@ -1,11 +1,11 @@
 """Share of kernel functions whose tree has ERROR nodes: plain tree-sitter-c vs our pre-pass.
 
-Over every .c file of drivers/net and net/ of each kernel (Debian's 6.1 and 7.2 trees), both ways:
+Over every .c file of drivers/net and net/ of each kernel (Debian's 6.1 and newest trees), both ways:
 the top-level function definitions found, how many contain an ERROR (or MISSING) node, and the
 files with any error.
 A raw parse also "finds" nested functions where iterator macros open a block, and loses the
 functions an `__aligned(n)` initialiser swallows; both counts are printed.
-Run from the project root: `python bench/parse_errors.py [-j N] [--limit N] [--kernel 6.1|7.2]`.
+Run from the project root: `python bench/parse_errors.py [-j N] [--limit N] [--kernel 6.1|newest]`.
 """
 
 from __future__ import annotations

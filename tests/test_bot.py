@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.bot_queue import LIST_ID, PROJECT, build_queue
+from tests.support.bot_queue import LIST_ID, PROJECT, build_queue, positions
 from tests.support.patchwork_server import TOKEN, PatchworkServer
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.kernel
 
-FINDING = "1 new finding(s); first: ptr-ring-consume-unlocked at drivers/net/tap.c:831"
-NOT_APPLYING = "patch 2/2 does not apply to net-next at {base}: drivers/net/tap.c, @@ -847,7 +859,7 @@"
+FINDING = "1 new finding(s); first: ptr-ring-consume-unlocked at drivers/net/tap.c:{line}"
+NOT_APPLYING = "patch 2/2 does not apply to net-next at {base}: drivers/net/tap.c, {hunk}"
 INCOMPLETE = "incomplete series: 2 of 3 patches received; not tested"
 
 @pytest.fixture(autouse=True, scope="module")
@@ -44,7 +44,8 @@ def setup(kernel_clone, tmp_path_factory):
     config = root / "bot.toml"
     config.write_text(f'[projects.{PROJECT}]\nwait_incomplete = 3600\nmail_to = ["{PROJECT}@example.org"]\n'
                       f'[projects.{PROJECT}.trees]\nnet-next = "{base}"\n')
-    return {"repo": repo, "base": base, "root": root, "queue": queue, "config": config}
+    line, hunk = positions(queue)
+    return {"repo": repo, "base": base, "root": root, "queue": queue, "config": config, "line": line, "hunk": hunk}
 
 
 def load(pw: PatchworkServer, queue) -> dict[str, dict]:
@@ -64,8 +65,9 @@ def run_bot(pw, setup, state: Path, *extra: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
 
 
-def expected_checks(series: dict[str, dict], base: str, incomplete_reported: bool) -> set[tuple]:
+def expected_checks(series: dict[str, dict], setup: dict, incomplete_reported: bool) -> set[tuple]:
     """(patch id, context, state, description) the queue must end with."""
+    base, finding = setup["base"], FINDING.format(line=setup["line"])
     applied = f"applied to net-next at {base[:12]} (net-next is {base} in the bot's configuration)"
     clean = "no new findings in 1 C file(s)"
     per_patch_check = {"clean": ["success", "success"], "buggy": ["success", "fail"],
@@ -74,9 +76,9 @@ def expected_checks(series: dict[str, dict], base: str, incomplete_reported: boo
     for name, states in per_patch_check.items():
         for patch, state in zip(series[name]["patches"], states):
             want.add((patch["id"], "patchbench-apply", "success", applied))
-            want.add((patch["id"], "patchbench-check", state, clean if state == "success" else FINDING))
+            want.add((patch["id"], "patchbench-check", state, clean if state == "success" else finding))
     for patch in series["broken"]["patches"]:
-        want.add((patch["id"], "patchbench-apply", "fail", NOT_APPLYING.format(base=base[:12])))
+        want.add((patch["id"], "patchbench-apply", "fail", NOT_APPLYING.format(base=base[:12], hunk=setup["hunk"])))
     if incomplete_reported:
         for patch in series["partial"]["patches"]:
             want.add((patch["id"], "patchbench-apply", "warning", INCOMPLETE))
@@ -95,13 +97,13 @@ def test_queue_gets_exactly_the_expected_checks(setup, tmp_path):
         checks = posted(pw)
         assert len(checks) == len(set(checks)), "a check was posted twice"
         # the incomplete series is being waited for: nothing posted on it yet
-        assert set(checks) == expected_checks(series, setup["base"], incomplete_reported=False)
+        assert set(checks) == expected_checks(series, setup, incomplete_reported=False)
 
         later = run_bot(pw, setup, tmp_path, "--wait-incomplete", "0")
         assert later.returncode == 0, later.stderr
         checks = posted(pw)
         assert len(checks) == len(set(checks))
-        assert set(checks) == expected_checks(series, setup["base"], incomplete_reported=True)
+        assert set(checks) == expected_checks(series, setup, incomplete_reported=True)
 
         again = run_bot(pw, setup, tmp_path, "--wait-incomplete", "0")
         assert again.returncode == 0 and posted(pw) == checks, "a second round re-posted"
@@ -113,11 +115,11 @@ def test_queue_gets_exactly_the_expected_checks(setup, tmp_path):
             assert (tmp_path / "pages" / url.removeprefix("http://127.0.0.1:8080/ci/")).is_file()
         buggy = series["buggy"]
         page = (tmp_path / "pages" / f"series/{buggy['id']}/patch-{buggy['patches'][1]['id']}.html").read_text()
-        assert "drivers/net/tap.c:831" in page and "return __ptr_ring_consume(&amp;q-&gt;ring);" in page
+        assert f"drivers/net/tap.c:{setup['line']}" in page and "return __ptr_ring_consume(&amp;q-&gt;ring);" in page
         assert "<script" not in page
         broken = series["broken"]
         page = (tmp_path / "pages" / f"series/{broken['id']}/index.html").read_text()
-        assert "@@ -847,7 +859,7 @@" in page and "patch does not apply" in page
+        assert setup["hunk"] in page and "patch does not apply" in page
 
 
 def test_api_errors_back_off_rate_limits_wait_token_never_shown(setup, tmp_path):
@@ -206,7 +208,7 @@ def test_sigkill_at_random_points_loses_and_doubles_nothing(setup, tmp_path):
             mails = sorted((m["In-Reply-To"], m["Message-Id"]) for m in smtp.messages)
             assert len(checks) == len(set(checks)), f"run {run} (killed {kills}): a check posted twice"
             assert len(mails) == len({m[1] for m in mails}), f"run {run} (killed {kills}): a mail sent twice"
-            assert set(checks) == expected_checks(series, setup["base"], incomplete_reported=True), \
+            assert set(checks) == expected_checks(series, setup, incomplete_reported=True), \
                 f"run {run} (killed {kills})"
             assert pw.violations == []
             # the same queue in a fresh stand-in gets the same ids, so whole runs compare directly
@@ -238,15 +240,15 @@ def test_reply_mail_is_threaded_plain_text_and_sent_once(setup, tmp_path):
         assert reply.get_content_type() == "text/plain" and not reply.is_multipart()
         assert "ada@example.org" in reply["To"] and f"{PROJECT}@example.org" in reply["To"]
         body = reply.get_content()
-        assert "drivers/net/tap.c:831: error: ptr-ring-consume-unlocked" in body
-        assert "831 | \treturn __ptr_ring_consume(&q->ring);" in body
+        assert f"drivers/net/tap.c:{setup['line']}: error: ptr-ring-consume-unlocked" in body
+        assert f"{setup['line']} | \treturn __ptr_ring_consume(&q->ring);" in body
         assert f"patchbench check {series['buggy']['cover_letter']['msgid'].strip('<>')} --tree ." in body
         assert f"/series/{series['buggy']['id']}/patch-{buggy_patch['id']}.html" in body
 
         cover = series["broken"]["cover_letter"]
         reply = by_parent[cover["msgid"]]
         assert reply["References"] == cover["msgid"]
-        assert "patch 2/2 does not apply" in reply.get_content() and "@@ -847,7 +859,7 @@" in reply.get_content()
+        assert "patch 2/2 does not apply" in reply.get_content() and setup["hunk"] in reply.get_content()
         assert smtp.envelopes[0][0] == "ci@example.org"
 
 
@@ -325,7 +327,7 @@ def test_the_loop_picks_up_a_series_posted_later_and_stops_on_sigterm(setup, tmp
             _, stderr = process.communicate(timeout=120)
         assert process.returncode == 0 and stderr.rstrip().endswith("INFO stopped"), stderr
         want = {c for c in expected_checks({**series, **{k: {"patches": []} for k in ("broken", "partial", "v1", "v2")}},
-                                           setup["base"], incomplete_reported=False)}
+                                           setup, incomplete_reported=False)}
         assert set(posted(pw)) == want and len(posted(pw)) == 8
         assert pw.violations == []
 
@@ -399,7 +401,7 @@ def test_the_bot_on_a_celery_farm_posts_the_same_checks(setup, tmp_path):
             assert done.returncode == 0, done.stderr
             checks = posted(pw)
             assert len(checks) == len(set(checks))
-            assert set(checks) == expected_checks(series, setup["base"], incomplete_reported=True)
+            assert set(checks) == expected_checks(series, setup, incomplete_reported=True)
             assert "on w1@bot" in done.stderr   # the jobs ran on the farm's worker
             assert pw.violations == []
         finally:

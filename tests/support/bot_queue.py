@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.git_series import format_patch
+from tests.support.git_series import format_patch, hunk_in_mail
 from tests.support.ring_series import (TAP_FIX_PATCH, TAP_HELPER, TAP_HELPER_NO_LOCK, TUN_HELPER, WAKE_PATCH,
                                        commit_series, tap_patch, tun_patch)
 
 PROJECT = "netdev"
 LIST_ID = "netdev.vger.kernel.org"
+TAP = "drivers/net/tap.c"
+UNLOCKED_CONSUME = "\treturn __ptr_ring_consume(&q->ring);"   # the buggy series' finding is on this line
+CHANGED_CONTEXT = "\t\tskb = ptr_ring_consume(&q->rings);"     # the line that keeps "broken" from applying
 
 
 def mails(repo: Path, base: str, patches, out: Path, prefix: str = "PATCH net-next",
@@ -38,7 +41,7 @@ def build_queue(repo: Path, base: str, out: Path) -> dict[str, tuple[list[bytes]
     broken = mails(repo, base, [tun_patch(TUN_HELPER), tap_patch(TAP_HELPER)], out / "broken")
     old = b"-\t\tskb = ptr_ring_consume(&q->ring);"
     assert old in broken[2]
-    broken[2] = broken[2].replace(old, b"-\t\tskb = ptr_ring_consume(&q->rings);")
+    broken[2] = broken[2].replace(old, b"-" + CHANGED_CONTEXT.encode())
     partial = mails(repo, base, [tun_patch(TUN_HELPER), tap_patch(TAP_HELPER_NO_LOCK), WAKE_PATCH],
                     out / "partial", title="tun: wake the queue from the consumer")[:3]
     v1 = mails(repo, base, [tun_patch(TUN_HELPER), tap_patch(TAP_HELPER_NO_LOCK)], out / "v1")
@@ -46,3 +49,11 @@ def build_queue(repo: Path, base: str, out: Path) -> dict[str, tuple[list[bytes]
                prefix="PATCH net-next v2")
     return {"clean": (clean, None), "buggy": (buggy, None), "broken": (broken, None),
             "partial": (partial, 3), "v1": (v1, None), "v2": (v2, None)}
+
+
+def positions(queue: dict[str, tuple[list[bytes], int | None]]) -> tuple[int, str]:
+    """(line of the buggy series' finding in tap.c, header of the hunk that does not apply), as the
+    tree at hand puts them: another point release may move tap.c's lines."""
+    _, line = hunk_in_mail(queue["buggy"][0][2], TAP, UNLOCKED_CONSUME)
+    hunk, _ = hunk_in_mail(queue["broken"][0][2], TAP, CHANGED_CONTEXT)
+    return line, hunk

@@ -114,3 +114,21 @@ class RepoState:
         return cls(head=(gitdir / "HEAD").read_bytes(),
                    index=hashlib.sha256(index.read_bytes()).hexdigest() if index.exists() else None,
                    refs=refs, stash_log=stash.read_bytes() if stash.exists() else None, status=status)
+
+
+def hunk_in_mail(mail: bytes, path: str, text: str) -> tuple[str, int]:
+    """(header, new-file line) of the line `text` (without its +/-/space) in the hunk of `path` that
+    holds it, in a patch mail: tests name positions as the tree at hand gives them, not a point
+    release's line numbers. For a removed line the number is its old-file line."""
+    from unidiff import PatchSet
+
+    diff = mail.decode("utf-8", "replace")
+    for patched in PatchSet(diff[diff.index("diff --git"):]):
+        if patched.path != path:
+            continue
+        for hunk in patched:
+            for line in hunk:
+                if line.value.rstrip("\n") == text:
+                    header = f"@@ -{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length} @@"
+                    return header, line.target_line_no or line.source_line_no
+    raise ValueError(f"no line {text!r} in {path} of the mail")
