@@ -20,6 +20,8 @@ the case is not applicable there. It is counted apart with its reason, never as 
 
 from __future__ import annotations
 
+import difflib
+import hashlib
 import json
 import os
 import re
@@ -77,6 +79,8 @@ class Case:
     setup: str | None = None     # a named prerequisite commit (tests/support/ring_series.py) under the series
     xfail: str | None = None     # why the checker does not catch it yet (the test then expects a miss)
     note: str | None = None
+    fixes: str | None = None     # the commit the fix's Fixes: tag names (the bug's author's change)
+    fix_digest: str | None = None   # change_digest of the upstream fix's removed and added lines
 
     @property
     def family(self) -> str:
@@ -175,6 +179,42 @@ def applicability(repo: Path, base: str, case: Case, linux: str) -> str | None:
     except EditError as exc:
         return f"{case.file}: {exc} in Linux {linux}"
     return None
+
+
+def change_digest(removed: list[str], added: list[str]) -> str:
+    """A digest of a change's removed and added lines (each stripped, inner blanks collapsed, in
+    order), not of its context or line numbers: an upstream fix and the patch 2 that redoes it on
+    another tree have the same digest when they make the same change. Lines that are empty after
+    stripping are left out. No kernel code is stored to check faithfulness: only this digest."""
+    def norm(lines: list[str]) -> list[str]:
+        return [" ".join(line.split()) for line in lines if line.strip()]
+    text = "\n".join([*("-" + line for line in norm(removed)), *("+" + line for line in norm(added))])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def fix_digest_of(buggy: str, fixed: str) -> str:
+    """change_digest of the change from `buggy` to `fixed` (patch 2, the fix again)."""
+    removed, added = [], []
+    for line in difflib.unified_diff(buggy.split("\n"), fixed.split("\n"), lineterm="", n=0):
+        if line.startswith(("---", "+++", "@@")):
+            continue
+        (removed if line.startswith("-") else added).append(line[1:])
+    return change_digest(removed, added)
+
+
+def diff_digest(diff: str) -> str:
+    """change_digest of a unified diff's removed and added lines (an upstream fix as mailed)."""
+    from unidiff import PatchSet
+
+    removed, added = [], []
+    for patched in PatchSet(diff[diff.index("diff --git"):] if "diff --git" in diff else diff):
+        for hunk in patched:
+            for line in hunk:
+                if line.is_removed:
+                    removed.append(line.value.rstrip("\n"))
+                elif line.is_added:
+                    added.append(line.value.rstrip("\n"))
+    return change_digest(removed, added)
 
 
 def apply_edits(source: str, case: Case) -> str:
