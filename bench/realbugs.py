@@ -7,6 +7,9 @@ family and per kernel (in scope: upstream fixes; the mission's and the seeds' ow
 every finding on a fix, and each miss with its recorded reason or, for an unmarked miss, what
 patch 1 did get. Run from the project root: `nice python bench/realbugs.py [--kernel 6.1] [CASE...]`.
 
+`--validation` runs the frozen validation set of fixtures/realbugs/validation/*.toml instead: real
+fixes never used to tune the checker (report its recall; fix a miss only by a general change).
+
 `--mutations` runs the held-out set of fixtures/realbugs/mutations.toml instead: bugs of our own
 planted in real 6.1 drivers (found / planted, per family), then whole-file lint of its pristine
 files (every finding printed: each one is a false alarm or a bug in the Debian tree).
@@ -54,10 +57,13 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write every outcome to this file")
     parser.add_argument("--mutations", action="store_true",
                         help="the held-out mutations of real drivers and their pristine files")
+    parser.add_argument("--validation", action="store_true",
+                        help="the frozen validation set of fixtures/realbugs/validation (never tuned on)")
     parser.add_argument("cases", nargs="*", help="case ids (default: all)")
     args = parser.parse_args()
-    source = realbugs.MUTATIONS if args.mutations else realbugs.CASES
-    cases = [c for c in realbugs.load_cases(source)
+    chosen = (realbugs.load_validation() if args.validation else
+              realbugs.load_cases(realbugs.MUTATIONS if args.mutations else realbugs.CASES))
+    cases = [c for c in chosen
              if (not args.kernel or c.kernel == args.kernel) and (not args.cases or c.id in args.cases)]
     trees = {name: kernel_repo(name) for name in sorted({c.kernel for c in cases})}
     for name in trees:

@@ -20,13 +20,13 @@ the case is not applicable there. It is counted apart with its reason, never as 
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +36,8 @@ from tests.support.git_series import commit_files, format_patch, git
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "fixtures" / "realbugs" / "cases.toml"
 MUTATIONS = ROOT / "fixtures" / "realbugs" / "mutations.toml"   # held-out mutations and pristine files
+# Frozen validation set: real fixes the checker is never tuned on (docs/realbugs.md), one file per family.
+VALIDATION = ROOT / "fixtures" / "realbugs" / "validation"
 FAMILIES = {"lock-imbalance": "lock", "rcu-deref-unprotected": "rcu", "rcu-pointer-escapes": "rcu",
             "queue-stop-unmatched": "queue", "queue-wake-wrong-queue": "queue",
             "ptr-ring-consume-unlocked": "ptr_ring", "ptr-ring-produce-unlocked": "ptr_ring"}
@@ -111,6 +113,13 @@ def load_cases(path: Path = CASES) -> list[Case]:
     assert len(ids) == len(set(ids)), "case ids must be unique"
     for case in cases:
         assert case.rule in FAMILIES and case.origin in ORIGINS and case.kernel in ("6.1", "newest"), case.id
+    return cases
+
+
+def load_validation(folder: Path = VALIDATION) -> list[Case]:
+    """Every case of the validation set; ids unique across its files."""
+    cases = [case for path in sorted(folder.glob("*.toml")) for case in load_cases(path)]
+    assert len({c.id for c in cases}) == len(cases), "validation case ids must be unique"
     return cases
 
 
@@ -193,13 +202,15 @@ def change_digest(removed: list[str], added: list[str]) -> str:
 
 
 def fix_digest_of(buggy: str, fixed: str) -> str:
-    """change_digest of the change from `buggy` to `fixed` (patch 2, the fix again)."""
-    removed, added = [], []
-    for line in difflib.unified_diff(buggy.split("\n"), fixed.split("\n"), lineterm="", n=0):
-        if line.startswith(("---", "+++", "@@")):
-            continue
-        (removed if line.startswith("-") else added).append(line[1:])
-    return change_digest(removed, added)
+    """change_digest of the change from `buggy` to `fixed` as git diffs it, which is how patch 2 (the
+    fix again) is mailed and how the upstream fix was: the same algorithm pairs lines the same way."""
+    with tempfile.TemporaryDirectory(prefix="fix-digest-") as tmp:
+        before, after = Path(tmp, "buggy"), Path(tmp, "fixed")
+        before.write_text(buggy)
+        after.write_text(fixed)
+        diff = subprocess.run(["git", "diff", "--no-index", "--no-color", "-U3", str(before), str(after)],
+                              capture_output=True, text=True, timeout=60).stdout
+    return diff_digest(diff) if diff else change_digest([], [])
 
 
 def diff_digest(diff: str) -> str:
