@@ -13,9 +13,11 @@ import pytest
 
 from tests.conftest import NOT_APPLICABLE
 from tests.support import realbugs
+from tests.support.git_series import git
 
 CASES = realbugs.load_cases()
 MUTATIONS = realbugs.load_cases(realbugs.MUTATIONS)
+VALIDATION = realbugs.load_validation()
 # In-scope recall (upstream fixes, both kernels, over the cases whose code the trees hold) measured
 # when the marks were last set; it may only rise.
 RECALL_FLOOR = 0.92
@@ -30,7 +32,7 @@ PRISTINE_FINDINGS = 1
 def bench(tmp_path_factory, request) -> realbugs.Bench:
     trees = {}
     for name, fixture in (("6.1", "kernel_tree"), ("newest", "kernel_tree_new")):
-        if any(c.kernel == name for c in CASES + MUTATIONS):
+        if any(c.kernel == name for c in CASES + MUTATIONS + VALIDATION):
             trees[name] = request.getfixturevalue(fixture)
     return realbugs.Bench(tmp_path_factory.mktemp("realbugs"), trees)
 
@@ -51,7 +53,7 @@ def _param(case: realbugs.Case):
 
 def test_recorded_edits_are_our_own_small_operations():
     """No kernel code in the data: each edit names a token or a short call, never a whole line of C."""
-    for case in CASES + MUTATIONS:
+    for case in CASES + MUTATIONS + VALIDATION:
         for edit in case.edits:
             for text in (edit.line, edit.after, edit.old, edit.new, edit.to, edit.text):
                 assert text is None or len(text) <= 60, (case.id, text)
@@ -94,3 +96,21 @@ def test_planted_bugs_found_and_pristine_files_quiet(bench, tmp_path):
         assert len(files) >= APPLICABLE_FLOOR * len(listed), f"pristine files not in the tree: {absent}"
         findings = realbugs.lint_files(bench.trees[kernel], files, tmp_path / "cache")
         assert len(findings) <= PRISTINE_FINDINGS, [f"{f['file']}:{f['line']} {f['rule']}" for f in findings]
+
+
+@pytest.mark.kernel
+def test_validation_cases_redo_exactly_the_upstream_fix(bench):
+    """Each validation case names its upstream fix, and its patch 2 makes exactly that fix's change
+    (the recorded digest of its removed and added lines) on the tree at hand: a case that undoes
+    something else, or only part of the fix, fails here. Cases whose code the tree lacks are
+    counted apart; most must apply."""
+    assert len(VALIDATION) >= 20 and all(c.commit and c.fix_digest and c.seen for c in VALIDATION)
+    applying = []
+    for case in VALIDATION:
+        if bench.not_applicable(case):
+            continue
+        repo, base = bench.clone(case.kernel)
+        fixed = git(repo, "show", f"{base}:{case.file}") + "\n"
+        assert realbugs.fix_digest_of(realbugs.apply_edits(fixed, case), fixed) == case.fix_digest, case.id
+        applying.append(case.id)
+    assert len(applying) >= APPLICABLE_FLOOR * len(VALIDATION), f"only {len(applying)} validation cases apply"
