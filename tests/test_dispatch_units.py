@@ -18,7 +18,7 @@ from patchbench.dispatch import commits, console, initramfs, sandbox, warnings
 from patchbench.dispatch.boot import judge
 from patchbench.dispatch.build import objects_for
 from patchbench.dispatch.kbuild import Kbuild
-from patchbench.dispatch.workspace import Slot
+from patchbench.dispatch.workspace import Slot, resolve
 from patchbench.errors import BadInput
 from patchbench.dispatch.jobs import JobResult
 from patchbench.dispatch.kconfig import KernelConfig, check_dotconfig
@@ -191,6 +191,23 @@ def test_a_commit_range_becomes_a_series_of_patches(tmp_path):
     assert applied.applied[1].parent == applied.applied[0].commit and applied.head == applied.applied[1].commit
     with pytest.raises(BadInput):
         commits.applied_range(repo, "HEAD..HEAD")
+
+
+def test_a_slot_whose_repository_was_made_again_gets_a_fresh_worktree(tmp_path):
+    """A repository re-made at the same path (re-cloned, or rebuilt from a new source tarball) has
+    forgotten the slot's worktree: the next build must not fail with 'not a git repository'."""
+    (tmp_path / "one").mkdir()
+    repo = _repo_with_two_commits(tmp_path / "one")
+    slot = Slot(tmp_path / "slot", repo)
+    slot.root.mkdir()
+    slot.checkout("base")
+    (slot.src / "stale.o").write_text("left behind")
+    shutil.rmtree(repo)
+    repo = _repo_with_two_commits(tmp_path / "one")   # the same path, a new repository
+    slot.checkout("HEAD")
+    assert subprocess.run(["git", "-C", str(slot.src), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip() == resolve(repo, "HEAD")
+    assert not (slot.src / "stale.o").exists()
 
 
 def test_touched_files_map_to_objects_and_headers_to_their_includers(tmp_path):

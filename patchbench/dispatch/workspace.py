@@ -48,9 +48,18 @@ class Slot:
     def ccache(self) -> Path:
         return self.root / "ccache"
 
+    def _attached(self) -> bool:
+        """The slot's worktree is still one of the repository's. A repository made again at the same
+        path (re-cloned, rebuilt from a new tarball) has forgotten it, and git then refuses it."""
+        if not (self.src / ".git").exists():
+            return False
+        code, out, _ = Git.at(self.src).run("rev-parse", "--path-format=absolute", "--git-common-dir", check=False)
+        common = git(self.repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+        return code == 0 and Path(out.strip()).resolve() == Path(common).resolve()
+
     def checkout(self, commit: str) -> None:
         """Materialise `commit` in this slot's worktree, never touching the user's checkout."""
-        if not (self.src / ".git").exists():
+        if not self._attached():
             shutil.rmtree(self.src, ignore_errors=True)
             git(self.repo, "worktree", "prune")
             git(self.repo, "worktree", "add", "--detach", "--force", str(self.src), commit)
