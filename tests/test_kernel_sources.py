@@ -90,7 +90,7 @@ def test_a_case_whose_code_is_absent_is_not_applicable_with_reason_and_version(c
 
 
 def test_the_canary_says_in_one_line_when_the_benchmark_stopped_applying(tmp_path):
-    """Trees of a release none of the recorded cases fits: exit 1, one line per kernel naming it."""
+    """Trees of a release none of the recorded cases fits: exit 1, one line per kernel and set naming it."""
     env = {**os.environ, "PATCHBENCH_TEST_CACHE": str(tmp_path / "cache"),
            "PATCHBENCH_KERNEL_6_1": str(tarball(tmp_path, "6.1.900", {"drivers/net/wren.c": DRIVER})),
            "PATCHBENCH_KERNEL_NEWEST": str(tarball(tmp_path, "9.9.1", {"drivers/net/wren.c": DRIVER}))}
@@ -98,6 +98,7 @@ def test_the_canary_says_in_one_line_when_the_benchmark_stopped_applying(tmp_pat
                          env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 1, run.stdout + run.stderr
     verdicts = [line for line in run.stdout.splitlines() if line.startswith("check-kernel-sources: ")]
-    assert len(verdicts) == 2, run.stdout
-    assert "cases apply to Linux 6.1.900" in verdicts[0] and "cases apply to Linux 9.9.1" in verdicts[1]
+    assert len(verdicts) == 3, run.stdout
+    assert "6.1 cases apply to Linux 6.1.900" in verdicts[0] and "newest cases apply to Linux 9.9.1" in verdicts[1]
+    assert "newest validation cases apply to Linux 9.9.1" in verdicts[2]
     assert "Traceback" not in run.stderr
