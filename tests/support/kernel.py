@@ -23,6 +23,7 @@ kernel source comes from the Debian packages at test time.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -31,7 +32,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 CACHE = Path(os.environ.get("PATCHBENCH_TEST_CACHE", Path.home() / ".cache" / "patchbench-tests"))
@@ -118,9 +119,20 @@ def _run(argv: list[str], timeout: int, cwd: Path | None = None) -> str:
     return subprocess.run(argv, check=True, capture_output=True, text=True, timeout=timeout, cwd=cwd).stdout
 
 
-def _version_key(version: str) -> tuple:
-    """Debian versions of one package line compared well enough: numbers as numbers, then text."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"[.\-+~]", version))
+def _newest_first(items: list, of=lambda item: item) -> list:
+    """`items` ordered by (package, version) of each, `of(item)`, newest first: the X.Y of
+    linux-source-X.Y, then the package version, each compared as dpkg compares versions."""
+    def older(a: str, b: str) -> bool:
+        return subprocess.run(["dpkg", "--compare-versions", a, "lt", b], timeout=60).returncode == 0
+
+    def compare(x, y) -> int:
+        (package_x, version_x), (package_y, version_y) = of(x), of(y)
+        for a, b in ((package_x.removeprefix("linux-source-"), package_y.removeprefix("linux-source-")),
+                     (version_x, version_y)):
+            if a != b:
+                return -1 if older(a, b) else 1
+        return 0
+    return sorted(items, key=functools.cmp_to_key(compare), reverse=True)
 
 
 def served(kernel: Kernel, refresh: bool = False) -> list[tuple[str, str]]:
@@ -141,8 +153,7 @@ def served(kernel: Kernel, refresh: bool = False) -> list[tuple[str, str]]:
         for line in _run(["apt-cache", *options, "madison", name], timeout=120).splitlines():
             version = line.split("|")[1].strip()
             found.append((name, version))
-    return sorted(set(found), key=lambda pv: (_version_key(pv[0].removeprefix("linux-source-")),
-                                              _version_key(pv[1])), reverse=True)
+    return _newest_first(sorted(set(found)))
 
 
 def _download(kernel: Kernel, package: str, version: str) -> Source:
@@ -181,14 +192,13 @@ def _cached_sources(kernel: Kernel) -> list[Source]:
         source = Source(**json.loads(record.read_text()))
         if re.fullmatch(kernel.packages, source.package) and Path(source.tarball).exists():
             found.append(source)
-    return sorted(found, key=lambda s: (_version_key(s.package.removeprefix("linux-source-")),
-                                        _version_key(s.package_version)), reverse=True)
+    return _newest_first(found, lambda s: (s.package, s.package_version))
 
 
-def source(name: str, fetch: bool = True) -> Source | None:
+def source(name: str) -> Source:
     """The source `name`'s tree is built from: the override, the installed package, else the newest
-    the archive serves (fetched when `fetch`). With the archive out of reach, the newest fetched
-    earlier is used. None when there is none."""
+    the archive serves (fetched). With the archive out of reach, the newest fetched earlier is used.
+    Raises FileNotFoundError when there is none."""
     kernel = KERNELS[name]
     override = os.environ.get(kernel.override)
     if override:
@@ -203,8 +213,6 @@ def source(name: str, fetch: bool = True) -> Source | None:
             version = ""
         return Source(kernel.installed, package, version, "installed")
     cached = _cached_sources(kernel)
-    if not fetch:
-        return cached[0] if cached else None
     try:
         newest = served(kernel)
     except (subprocess.SubprocessError, OSError) as exc:
@@ -264,12 +272,11 @@ def tree(name: str = "6.1") -> Tree:
     with open(CACHE / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one builder at a time, across pytest workers and benches
         src = source(name)
-        if src is None:
-            raise FileNotFoundError(f"no {name} kernel source")
         tarball = Path(src.tarball)
         repo = CACHE / "trees" / f"{name}-{_digest(tarball)[:16]}"
-        if _ready(repo).exists():
-            return Tree(**{**json.loads(_ready(repo).read_text()), "source": src})
+        ready = built(repo)
+        if ready is not None:
+            return replace(ready, source=src)   # the same content, as found today
         for stale in (CACHE / "trees").glob(f"{name}-*"):   # an older point release of this line
             shutil.rmtree(stale, ignore_errors=True)
         staging = repo.with_name(repo.name + ".partial")
@@ -287,9 +294,9 @@ def tree(name: str = "6.1") -> Tree:
         _git(repo, "add", "-A", "-f")
         _git(repo, "commit", "-q", "-m", f"Linux {linux} ({src.package} {src.package_version})".strip())
         _git(repo, "tag", kernel.tag)
-        built = Tree(str(repo), name, linux, _git(repo, "rev-parse", "HEAD"), src)
-        _ready(repo).write_text(json.dumps(asdict(built), indent=1) + "\n")
-        return built
+        made = Tree(str(repo), name, linux, _git(repo, "rev-parse", "HEAD"), src)
+        _ready(repo).write_text(json.dumps(asdict(made), indent=1) + "\n")
+        return made
 
 
 def kernel_repo(name: str = "6.1") -> Path:
