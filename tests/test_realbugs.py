@@ -104,7 +104,7 @@ def test_validation_cases_redo_exactly_the_upstream_fix(bench):
     (the recorded digest of its removed and added lines) on the tree at hand: a case that undoes
     something else, or only part of the fix, fails here. Cases whose code the tree lacks are
     counted apart; most must apply."""
-    assert len(VALIDATION) >= 20 and all(c.commit and c.fix_digest and c.seen for c in VALIDATION)
+    assert len(VALIDATION) >= 40 and all(c.commit and c.fix_digest and c.seen for c in VALIDATION)
     applying = []
     for case in VALIDATION:
         if bench.not_applicable(case):
