@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from patchbench.checks import callindex, engine
+from patchbench.checks.context import TreeContext
 from patchbench.commands.lint import lint
 from tests.support.fixture_tree import isolated_copy
 from tests.support.git_series import git
@@ -29,10 +30,9 @@ def findings(tree: Path) -> set[tuple[str, str, str]]:
 
 def series_findings(tree: Path, name: str) -> list:
     """helpers.c's RCU findings as `check` sees them: the index active in series mode."""
-    index = callindex.from_files(tree, 1)
-    with callindex.active(index, tree, series=True):
-        source = (tree / "drivers" / name).read_bytes()
-        return engine.check_source(str(tree / "drivers" / name), source, {"rcu-deref-unprotected"})
+    context = TreeContext(callindex.from_files(tree, 1), tree, series=True)
+    source = (tree / "drivers" / name).read_bytes()
+    return engine.check_source(str(tree / "drivers" / name), source, {"rcu-deref-unprotected"}, context=context)
 
 
 def test_header_wrapper_is_a_lock(tree):

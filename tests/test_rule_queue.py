@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from patchbench.checks import engine
+from patchbench.commands.lint import lint_files
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checks" / "queue"
 QUEUE_RULES = {"queue-stop-unmatched", "queue-wake-wrong-queue"}
@@ -241,26 +242,41 @@ def test_stop_after_produce_without_recheck_is_a_lost_wakeup(kernel_tree):
     assert "ptr_ring_produce()" in findings[0].message
 
 
-def test_wake_in_a_sibling_file_of_the_driver(tmp_path):
+def _split_driver(tmp_path: Path, monkeypatch, tx_edit: tuple[str, str] | None = None) -> Path:
+    """The split driver (robin_main.c stops, robin_tx.c completes) in a tree of its own (Kbuild
+    and MAINTAINERS mark its root), with `tx_edit` applied to robin_tx.c; caches of the test's own."""
+    split = FIXTURES / "split_driver"
+    tree = tmp_path / "linux"
+    driver = tree / "drivers" / "net" / "robin"
+    driver.mkdir(parents=True)
+    (tree / "Kbuild").write_text("obj-y += drivers/\n")
+    (tree / "MAINTAINERS").write_text("")
+    for name in ("robin.h", "robin_main.c", "robin_tx.c"):
+        text = (split / name).read_text()
+        (driver / name).write_text(text.replace(*tx_edit) if tx_edit and name == "robin_tx.c" else text)
+    monkeypatch.setenv("PATCHBENCH_INDEX_CACHE", str(tmp_path / "index"))
+    monkeypatch.setenv("PATCHBENCH_CACHE", str(tmp_path / "cache"))
+    return driver / "robin_main.c"
+
+
+def _stops(main: Path) -> list[tuple[str, str]]:
+    """The queue findings of linting the driver's main file in its tree."""
+    return [(f.rule, f.function) for f in lint_files([str(main)], jobs=1) if f.rule in QUEUE_RULES]
+
+
+def test_wake_in_a_sibling_file_of_the_driver(tmp_path, monkeypatch):
     """A stop whose completion lives in another file sharing the driver's header is not judged
-    alone; when no sibling wakes, it is."""
-    split = FIXTURES / "split_driver"
-    main = split / "robin_main.c"
-    assert lint(str(main), main.read_bytes()) == []
-    for name in ("robin.h", "robin_main.c"):
-        (tmp_path / name).write_bytes((split / name).read_bytes())
-    (tmp_path / "robin_tx.c").write_text((split / "robin_tx.c").read_text().replace(
-        "netif_wake_queue(rp->dev);", "rp->free++;"))
-    alone = tmp_path / "robin_main.c"
+    alone, when the tree is known (its call index); when no sibling wakes, it is reported; and
+    without the tree, the file is judged alone."""
+    main = _split_driver(tmp_path / "woken", monkeypatch)
+    assert _stops(main) == []
+    main = _split_driver(tmp_path / "unwoken", monkeypatch, ("netif_wake_queue(rp->dev);", "rp->free++;"))
+    assert _stops(main) == [(STOP, "robin_xmit")]
+    alone = FIXTURES / "split_driver" / "robin_main.c"
     assert [(f.rule, f.function) for f in lint(str(alone), alone.read_bytes())] == [(STOP, "robin_xmit")]
 
 
-def test_a_sibling_waking_only_to_recover_is_no_completion_side(tmp_path):
+def test_a_sibling_waking_only_to_recover_is_no_completion_side(tmp_path, monkeypatch):
     """A sibling file whose only wake is in a reset (or open) function does not complete tx."""
-    split = FIXTURES / "split_driver"
-    for name in ("robin.h", "robin_main.c"):
-        (tmp_path / name).write_bytes((split / name).read_bytes())
-    (tmp_path / "robin_tx.c").write_text((split / "robin_tx.c").read_text().replace(
-        "robin_clean_tx(", "robin_reset_tx("))
-    alone = tmp_path / "robin_main.c"
-    assert [(f.rule, f.function) for f in lint(str(alone), alone.read_bytes())] == [(STOP, "robin_xmit")]
+    main = _split_driver(tmp_path, monkeypatch, ("robin_clean_tx(", "robin_reset_tx("))
+    assert _stops(main) == [(STOP, "robin_xmit")]

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from patchbench.checks import engine
+from patchbench.checks.context import TreeContext
 
 RULES = {"rcu-deref-unprotected", "rcu-pointer-escapes"}
 DEREF, ESCAPE = "rcu-deref-unprotected", "rcu-pointer-escapes"
@@ -71,24 +72,24 @@ MUTATIONS = [
 ]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def index_61(kernel_tree):
-    """The call index of the 6.1 tree (built once per tree content, cached), in use for every
+@pytest.fixture(scope="module")
+def context_61(kernel_tree) -> TreeContext:
+    """The call index of the 6.1 tree (built once per tree content, cached), given with every
     check here: entry states come from callers anywhere in the tree."""
     from patchbench.checks import callindex
     from tests.support.kernel import TAG
-    index = callindex.from_git(kernel_tree / ".git", TAG, os.cpu_count() or 1)
-    with callindex.active(index):
-        yield index
+    return TreeContext(callindex.from_git(kernel_tree / ".git", TAG, os.cpu_count() or 1))
 
 
-def lint(path: str, source: bytes):
-    return engine.check_source(path, source, RULES)
+@pytest.fixture
+def lint(context_61):
+    """Findings of the rules on a file's text, judged in the 6.1 tree."""
+    return lambda path, source: engine.check_source(path, source, RULES, context=context_61)
 
 
 @pytest.mark.kernel
 @pytest.mark.parametrize("path", PRISTINE)
-def test_pristine_file_has_no_finding(kernel_tree, path):
+def test_pristine_file_has_no_finding(kernel_tree, lint, path):
     assert lint(path, (kernel_tree / path).read_bytes()) == []
 
 
@@ -104,7 +105,7 @@ def mutate(source: str, function: str, old: str, new: str) -> str:
 @pytest.mark.kernel
 @pytest.mark.parametrize("path,function,old,new,rule,severity,reported_in", MUTATIONS,
                          ids=[f"{m[0].rsplit('/', 1)[1]}:{m[1]}:{m[4]}" for m in MUTATIONS])
-def test_mutation_is_found(kernel_tree, path, function, old, new, rule, severity, reported_in):
+def test_mutation_is_found(kernel_tree, lint, path, function, old, new, rule, severity, reported_in):
     reported_in = (reported_in,) if isinstance(reported_in, str) else reported_in
     source = (kernel_tree / path).read_text()
     broken = mutate(source, function, old, new)
@@ -142,7 +143,7 @@ static void *tun_ring_consume(struct tun_file *tfile)
 
 @pytest.mark.kernel
 @pytest.mark.parametrize("late", [False, True], ids=["wake-inside", "wake-after-unlock"])
-def test_seed_ring_consume_helper_in_real_tun(kernel_tree, late):
+def test_seed_ring_consume_helper_in_real_tun(kernel_tree, lint, late):
     source = (kernel_tree / "drivers/net/tun.c").read_text()
     helper = RING_CONSUME
     if late:
@@ -182,7 +183,7 @@ static void *tun_ring_consume(struct tun_file *tfile)
 
 
 @pytest.mark.kernel
-def test_consume_helper_without_a_section_is_reported(kernel_tree):
+def test_consume_helper_without_a_section_is_reported(kernel_tree, lint):
     source = (kernel_tree / "drivers/net/tun.c").read_text()
     patched = source.replace("static void *tun_ring_recv(", NO_SECTION_CONSUME + "static void *tun_ring_recv(")
     patched = patched.replace("\tptr = ptr_ring_consume(&tfile->tx_ring);", "\tptr = tun_ring_consume(tfile);")
@@ -191,7 +192,7 @@ def test_consume_helper_without_a_section_is_reported(kernel_tree):
 
 
 @pytest.mark.kernel
-def test_bh_section_deleted_under_a_callers_read_lock_bh_is_not_reported(kernel_tree):
+def test_bh_section_deleted_under_a_callers_read_lock_bh_is_not_reported(kernel_tree, lint):
     """wireguard's send4() without its rcu_read_lock_bh(): both callers hold
     read_lock_bh(&peer->endpoint_lock), so BH is off and rcu_dereference_bh() is satisfied."""
     path = "drivers/net/wireguard/socket.c"
@@ -200,12 +201,12 @@ def test_bh_section_deleted_under_a_callers_read_lock_bh_is_not_reported(kernel_
 
 
 @pytest.mark.kernel
-def test_a_callee_elsewhere_that_needs_a_section_is_found_where_a_work_item_lacks_it(kernel_tree, index_61):
+def test_a_callee_elsewhere_that_needs_a_section_is_found_where_a_work_item_lacks_it(kernel_tree, lint, context_61):
     """hwsim's scan work calls mac80211's ieee80211_tx_prepare_skb(), whose helper reads the
     station with rcu_dereference() (net/mac80211/tx.c): the work item (process context) must
     hold the section; hwsim's own mutex, held there, is nothing to mac80211's data."""
     path = "drivers/net/wireless/mac80211_hwsim.c"
-    summary = index_61.need_of("ieee80211_tx_prepare_skb")
+    summary = context_61.index.need_of("ieee80211_tx_prepare_skb")
     assert summary[0] == "rcu_dereference" and summary[1] == "net/mac80211/tx.c"
     assert summary[3] == "ieee80211_tx_prepare"
     source = (kernel_tree / path).read_text()

@@ -8,9 +8,9 @@ taken before it and not released before it (a release followed by return/goto/br
 block is an early exit that leaves the main path holding them).
 
     index = callindex.build(root)            # or from_git(repo, commit); cached
-    with callindex.active(index): ...        # the RCU analysis asks callindex.entries(path, name)
+    context = TreeContext(index, root)       # passed with each file checked (FileModel.context)
 
-`entries(path, name)` gives the RCU analysis one entry contribution per way into a function that
+`TreeContext.entries(path, name)` gives the RCU analysis one entry contribution per way into a function that
 files other than `path` provide: each call site (the readers and RTNL held there, plus what its
 caller is known to hold on entry, two callers deep) and each registration (its calling context from
 the kernel facts table). No way at all gives [UNKNOWN_WAY].
@@ -32,9 +32,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from patchbench.checks import kfacts
+from patchbench.checks.context import Way
 from patchbench.tree.git import BlobReader, Git, GitFailed
 
 UNKNOWN_WAY = frozenset({("unknown", "way")})
@@ -44,7 +45,7 @@ SUFFIXES = (".c", ".h")
 SKIPPED_DIRS = ("tools/", "Documentation/", "scripts/", "samples/", "usr/", "LICENSES/")
 DEPTH = 2    # callers of callers consulted for a caller's own entry
 # Bump when scan() changes what it records: every stored scan and index is then rebuilt.
-SCAN_VERSION = 10
+SCAN_VERSION = 11
 FANOUT = 32  # files consulted for a caller's own entry (the first, by path): a meet needs few
 NEED_DEPTH = 1   # calls between a function and the RCU read that makes it need a section on entry
 
@@ -72,6 +73,7 @@ _INITIALISER = re.compile(rb"\bstruct[ \t]+(\w+)[ \t]+\w+(?:\[\w*\])?[ \t]*=[ \t
 _FIELD_INIT = re.compile(rb"\.\s*(\w+)\s*=\s*&?\s*([A-Za-z_]\w*)\s*[,}\n]")
 _FIELD_SET = re.compile(rb"(?:->|\.)\s*(\w+)\s*=\s*&?\s*([A-Za-z_]\w*)\s*;")
 _STATIC = re.compile(rb"\bstatic\b")
+_LOCAL_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"', re.M)
 _MUST_HOLD_RCU = re.compile(rb"__must_hold\s*\(\s*RCU\s*\)|__releases\s*\(\s*RCU\s*\)")
 # cleanup.h guard classes: DEFINE_GUARD(name, type, lock, unlock) holds the lock expression with
 # _T the guarded pointer; DEFINE_LOCK_GUARD_1(name, type, lock, unlock, ...) with _T->lock it
@@ -218,7 +220,13 @@ def scan(source: bytes) -> dict:
         if kind:
             regs.append([match.group(2).decode("latin-1"), kind, ""])
     return {"defs": defs, "calls": calls, "regs": regs, "reads": reads, "queue": queue,
-            "guards": guard_classes(text)}
+            "guards": guard_classes(text),
+            "includes": local_includes(source)}
+
+
+def local_includes(source: bytes) -> list[str]:
+    """The headers a file includes by a quoted name (its driver's own), sorted."""
+    return sorted({name.decode("latin-1") for name in _LOCAL_INCLUDE.findall(source)})
 
 
 def guard_classes(text: bytes) -> dict[str, list[str]]:
@@ -421,15 +429,6 @@ def _arguments(body: bytes, open_at: int) -> list[bytes]:
 # -- the merged index --------------------------------------------------------------------------
 
 @dataclass
-class Way:
-    """One way into a function: the reader families (and "rtnl") held there, and whether what
-    holds is only partly known ("caller": the caller's own entry is unknown) or not at all
-    ("unknown": a registration whose context the facts table does not know)."""
-    families: frozenset
-    known: str = "yes"       # yes | caller | unknown
-
-
-@dataclass
 class CallIndex:
     """The merged index of one tree, an SQLite file asked per name (nothing loaded up front):
     which files define and call each name, registrations, header lock wrappers. What each call
@@ -446,6 +445,7 @@ class CallIndex:
     _wrappers: dict | None = field(default=None, repr=False)
     # _lock_effect's answers by (lookup, name): asked of every call of every function walked
     _effects: dict = field(default_factory=dict, repr=False)
+    _calls_a_need: tuple = field(default=(), repr=False)   # (source, answer) of the last file asked
 
     def _query(self, sql: str, *args) -> list[tuple]:
         key = (sql, args)
@@ -516,7 +516,7 @@ class CallIndex:
         found = _recently_used(self._scans, number)
         if found is None:
             found = _remember(self._scans, number, _load_scan(self.directory, self.blob(number)) or
-                              {"defs": {}, "calls": {}, "regs": []})
+                              {"defs": {}, "calls": {}, "regs": [], "includes": []})
         return found
 
     def sites(self, name: str, number: int) -> list[tuple[str, int]]:
@@ -530,6 +530,19 @@ class CallIndex:
                     table.setdefault(callee, []).append((caller, bits))
             by_callee = _remember(self._sites, number, (scan, table))
         return list(by_callee[1].get(name, ()))
+
+    def calls_a_need(self, source: bytes) -> bool:
+        """Whether a file's text calls a function that needs an RCU read-side section on entry: a
+        file that mentions no RCU at all may still call one."""
+        if self._calls_a_need and self._calls_a_need[0] is source:   # asked again of the same file
+            return self._calls_a_need[1]
+        # its words first, calls only if one is named: most files name none, and splitting the text
+        # into words costs a quarter of finding its calls
+        needing = self.needing()
+        answer = not needing.isdisjoint(source.translate(_WORDS_ONLY).split()) and \
+            not needing.isdisjoint(_CALL.findall(source))
+        self._calls_a_need = (source, answer)
+        return answer
 
     def needing(self) -> frozenset[bytes]:
         """The names of every function that needs an RCU read-side section on entry."""
@@ -572,6 +585,15 @@ class CallIndex:
     def number(self, path: str) -> int:
         found = self._query("SELECT number FROM files WHERE path = ?", path)
         return found[0][0] if found else -1
+
+    def siblings(self, path: str) -> list[int]:
+        """The other .c files of `path`'s directory (not of its subdirectories), in path order."""
+        directory = os.path.dirname(path)
+        prefix = f"{directory}/" if directory else ""
+        return [number for number, other in
+                self._query("SELECT number, path FROM files WHERE path LIKE ? ESCAPE '!' ORDER BY path",
+                            prefix.replace("!", "!!").replace("%", "!%").replace("_", "!_") + "%.c")
+                if other != path and "/" not in other[len(prefix):]]
 
     def is_local(self, name: str, number: int) -> bool:
         """`name` is a static function of file `number` (a .c file): its calls there are its own."""
@@ -706,139 +728,6 @@ def _families(bits: int) -> frozenset:
 
 def _context_families(context: kfacts.Context) -> frozenset:
     return context.readers | (frozenset({"rtnl"}) if "rtnl" in context.locks else frozenset())
-
-
-# -- the index in use --------------------------------------------------------------------------
-
-_ACTIVE: list[tuple[CallIndex, Path | None, bool]] = []
-
-
-@contextlib.contextmanager
-def active(index: CallIndex | None, root: Path | None = None, series: bool = False) -> Iterator[None]:
-    """Within the block (and in processes forked inside it) entries() reads `index`; the paths
-    of the files checked are relative to `root` (None: already relative to the tree). `series`:
-    the findings are compared with the parent's (patchbench check), so a dereference in a
-    function of unknown entry is reported, as only new ones will be shown."""
-    if index is None:
-        yield
-        return
-    _ACTIVE.append((index, root, series))
-    try:
-        yield
-    finally:
-        _ACTIVE.pop()
-
-
-def current_digest() -> str:
-    """The digest of the index in use ("" for none) and its mode: part of every facts cache key."""
-    if not _ACTIVE:
-        return ""
-    return _ACTIVE[-1][0].digest + (":series" if _ACTIVE[-1][2] else "")
-
-
-def reports_unknown() -> bool:
-    """Whether what a function of unknown entry needs is reported: by `check` (only new findings
-    are shown: a new dereference there) and where no index is known; not by `lint` of a tree,
-    whose existing code the index could not place."""
-    return not _ACTIVE or _ACTIVE[-1][2]
-
-
-def _lock_effect(lookup, name: str) -> tuple | None:
-    """The pair `lookup` (a CallIndex method) finds for `name` in the index in use (a wrapper's
-    parameter names and lock calls, a guard class's lock spelling and arguments), or None (also
-    without an index)."""
-    if not _ACTIVE:
-        return None
-    index = _ACTIVE[-1][0]
-    key = (lookup, name)
-    if key not in index._effects:   # the answers are read only, never changed by the callers
-        found = lookup(index, name)
-        index._effects[key] = (found[0], found[1]) if found else None
-    return index._effects[key]
-
-
-def wrapper(name: str) -> tuple[list[str], list[list[str]]] | None:
-    """(parameter names, [[lock spelling, argument text], ...]) of a header function that leaves
-    those locks taken (or released) in its caller (a subsystem's foo_chan_lock()), or None."""
-    return _lock_effect(CallIndex.wrapper_of, name)
-
-
-def effect(name: str) -> tuple[list[str], list[list[str]]] | None:
-    """(parameter names, [[lock spelling, argument text], ...]) of a global function of another
-    .c file that leaves those locks taken or released on some of its paths (tcp_add_backlog()
-    unlocks the socket it is given when it fails), or None; None without an index."""
-    return _lock_effect(CallIndex.effect_of, name)
-
-
-def registrations(name: str) -> list[tuple[str, str]]:
-    """(field, struct) of each registration of `name` anywhere in the tree (`.next = foo` in a
-    `struct seq_operations` initialiser); [] without an index."""
-    if not _ACTIVE:
-        return []
-    return [(kind, struct) for _, kind, struct in _ACTIVE[-1][0].regs(name)]
-
-
-def c_wrapper(name: str) -> tuple[list[str], list[list[str]]] | None:
-    """(parameter names, [[lock spelling, argument text], ...]) of a global function of a .c file
-    that leaves those locks taken (or released) in its caller (ovs_lock() takes ovs_mutex), or
-    None. Kept apart from wrapper() (headers), which the lock rules use."""
-    return _lock_effect(CallIndex.c_wrapper_of, name)
-
-
-def guard_class(name: str) -> tuple[str, list[str]] | None:
-    """(lock spelling, argument texts with the guarded object as "_T") of a guard class a header
-    or .c file of the tree defines with DEFINE_GUARD / DEFINE_LOCK_GUARD_1 (see guard_classes),
-    when its definitions agree; None otherwise or without an index."""
-    return _lock_effect(CallIndex.guard_of, name)
-
-
-def need(name: str) -> tuple[str, str, int, str] | None:
-    """What the index in use knows `name` (defined in another file or a header) to need on entry:
-    see CallIndex.need_of; None without an index."""
-    return _ACTIVE[-1][0].need_of(name) if _ACTIVE else None
-
-
-def opens_section(name: str) -> bool:
-    """Whether `name`, defined in another file, opens a read-side section of its own (see
-    CallIndex.opens_section); False without an index."""
-    return bool(_ACTIVE) and _ACTIVE[-1][0].opens_section(name)
-
-
-def calls_a_need(source: bytes) -> bool:
-    """Whether a file's text calls a function the index in use knows to need an RCU read-side
-    section on entry: a file that mentions no RCU at all may still call one."""
-    if not _ACTIVE:
-        return False
-    index = _ACTIVE[-1][0]
-    if _LAST_NEED and _LAST_NEED[0] is source and _LAST_NEED[1] is index:   # asked again of the same file
-        return _LAST_NEED[2]
-    # its words first, calls only if one is named: most files name none, and splitting the text
-    # into words costs a quarter of finding its calls
-    needing = index.needing()
-    answer = not needing.isdisjoint(source.translate(_WORDS_ONLY).split()) and \
-        not needing.isdisjoint(_CALL.findall(source))
-    _LAST_NEED[:] = [source, index, answer]
-    return answer
-
-
-_LAST_NEED: list = []   # [source, index, answer] of the last calls_a_need()
-
-
-def queue_wrappers() -> dict[str, list]:
-    """Header functions (static inline foo_stop_queue()) around tx queue spellings:
-    name -> [parameter names, [[spelling, queue argument text], ...]]; {} without an index."""
-    return _ACTIVE[-1][0].queue_wrappers if _ACTIVE else {}
-
-
-def entries(path: str, name: str) -> list[Way]:
-    """The ways into the global function `name` defined in `path`, from the rest of the tree;
-    [Way(unknown)] when there is none, or no index is in use."""
-    if not _ACTIVE:
-        return [Way(frozenset(), "unknown")]
-    index, root, _ = _ACTIVE[-1]
-    if root is not None:
-        path = os.path.relpath(os.path.abspath(path), root)
-    return index.ways(path, name) or [Way(frozenset(), "none")]
 
 
 # -- building and caching ----------------------------------------------------------------------

@@ -5,6 +5,7 @@ A rule is a module in patchbench/checks/rules/ (found automatically) that define
     ID = "lock-imbalance"                 # the rule id from DESIGN.md
     SEVERITY = "error"                    # "error" | "warning" | "note"
     MESSAGE = "a lock taken here is not released on some return path"   # what it checks, one line
+    MESSAGES = {"held": "{lock} taken in {function}() is still held at this return", ...}
     def check(model: FileModel) -> Iterable[Finding]: ...
     MENTIONS = (b"spin_lock", b"mutex_lock")   # optional: see below
 
@@ -17,9 +18,11 @@ match (RCU's "rcu" also occurs inside "circuit" and "circular").
 A rule whose reach depends on the rest of the tree may also define `reaches(source) -> bool`: the
 file calls something the rule judges though it mentions none of its words (a callee elsewhere
 needing an RCU read-side section).
-MENTIONS may be a function returning them, for names the tree defines (header wrappers read from
-the call index in use).
-`finding(...)` below builds a Finding for it. Findings on a line carrying, or below a comment
+MENTIONS may be a function of the file's TreeContext returning them, for names the tree defines
+(header wrappers read from its call index); `reaches` is given the context too.
+`finding(...)` below builds a Finding for it: one of its MESSAGES by name, and that template's
+arguments (a finding is data: its identity is the rule, function, message name and arguments,
+never the rendered text, so a template can be reworded freely). Findings on a line carrying, or below a comment
 block carrying, `/* patchbench: allow(<rule>) <reason> */` are dropped here, not in the rules.
 A rule that raises fails the run (CheckFailed naming the rule and the file: exit 2): a file whose
 verdict is unknown must never pass as a file without findings.
@@ -37,7 +40,8 @@ import tree_sitter
 
 from patchbench.checks import cparse
 from patchbench.checks import rules as rules_package
-from patchbench.checks.finding import Finding
+from patchbench.checks.context import ALONE, TreeContext
+from patchbench.checks.finding import Finding, Place, render
 from patchbench.checks.model import FileModel
 from patchbench.errors import CheckFailed
 
@@ -74,14 +78,20 @@ def rule(rule_id: str) -> ModuleType:
 
 
 def finding(rule_module: ModuleType, model: FileModel, node: tree_sitter.Node | int, function: str,
-            message: str, severity: str | None = None) -> Finding:
-    """A Finding of rule_module at node (or a 1-based line) in function."""
+            kind: str, severity: str | None = None, /, related: Place | None = None,
+            also: tuple[int, ...] = (), **args: object) -> Finding:
+    """A Finding of rule_module at node (or a 1-based line) in function: its message `kind` (a
+    key of the rule's MESSAGES) with the template's `args`; `related`: the place the message
+    relates it to; `also`: other lines of the same defect."""
     line = node if isinstance(node, int) else node.start_point[0] + 1
+    named = tuple(sorted((name, str(value)) for name, value in args.items()))
     return Finding(rule=rule_module.ID, severity=severity or rule_module.SEVERITY, file=model.path,
-                   line=line, function=function, message=message)
+                   line=line, function=function, message=render(rule_module.MESSAGES[kind], named, also),
+                   kind=kind, args=named, related=related if related is None or related.line != line else None,
+                   also=also)
 
 
-def applicable(source: bytes, rule_ids: set[str] | None = None) -> list[ModuleType]:
+def applicable(source: bytes, rule_ids: set[str] | None = None, context: TreeContext = ALONE) -> list[ModuleType]:
     """The rules (of rule_ids) that can report on this text: those whose MENTIONS it matches.
     Rules sharing an analysis share their words: each list is searched for once."""
     found: dict[object, bool] = {}   # by word list, and by refinement
@@ -89,7 +99,7 @@ def applicable(source: bytes, rule_ids: set[str] | None = None) -> list[ModuleTy
     for module in rules():
         if rule_ids is not None and module.ID not in rule_ids:
             continue
-        words = _mentions_of(module)
+        words = _mentions_of(module, context)
         if words not in found:
             found[words] = mentions(source, words)
         mentioned = found[words]
@@ -98,14 +108,14 @@ def applicable(source: bytes, rule_ids: set[str] | None = None) -> list[ModuleTy
             if refine not in found:
                 found[refine] = refine(source)
             mentioned = found[refine]
-        if mentioned or (hasattr(module, "reaches") and module.reaches(source)):
+        if mentioned or (hasattr(module, "reaches") and module.reaches(source, context)):
             chosen.append(module)
     return chosen
 
 
-def _mentions_of(module: ModuleType) -> tuple[bytes, ...] | None:
+def _mentions_of(module: ModuleType, context: TreeContext) -> tuple[bytes, ...] | None:
     words = getattr(module, "MENTIONS", None)
-    return words() if callable(words) else words
+    return words(context) if callable(words) else words
 
 
 def mentions(source: bytes, words: tuple[bytes, ...] | None) -> bool:
@@ -131,7 +141,7 @@ def _grouped(words: tuple[bytes, ...]) -> tuple[tuple[bytes | None, tuple[bytes,
 
 
 def check_model(model: FileModel, rule_ids: set[str] | None = None) -> list[Finding]:
-    return _check(model, applicable(model.source, rule_ids))
+    return _check(model, applicable(model.source, rule_ids, model.context))
 
 
 def _check(model: FileModel, chosen: list[ModuleType]) -> list[Finding]:
@@ -142,24 +152,26 @@ def _check(model: FileModel, chosen: list[ModuleType]) -> list[Finding]:
         except Exception as exc:
             raise CheckFailed(f"rule {module.ID} raised on {model.path}: {type(exc).__name__}: {exc}") from exc
     lines = model.source.split(b"\n")
-    kept = {(f.rule, f.line, f.function, f.message): f for f in found
+    kept = {(f.rule, f.line, f.function, f.kind, f.args, f.message): f for f in found
             if not suppressed(lines, f.line, f.rule)}
     return sorted(kept.values(), key=lambda f: (f.line, f.rule, f.message))
 
 
 def check_source(path: str, source: bytes, rule_ids: set[str] | None = None,
-                 previous: bytes | None = None) -> list[Finding]:
+                 previous: bytes | None = None, context: TreeContext = ALONE) -> list[Finding]:
     """All findings of the rules (or of rule_ids) on one C file's text; `previous`: its text in
-    the patch's parent, when a patch is checked (FileModel.previous)."""
-    return check_rules(path, source, applicable(source, rule_ids), previous)
+    the patch's parent, when a patch is checked (FileModel.previous); `context`: what the rest of
+    its tree says (its call index), ALONE to judge the file alone."""
+    return check_rules(path, source, applicable(source, rule_ids, context), previous, context)
 
 
-def check_rules(path: str, source: bytes, chosen: list[ModuleType], previous: bytes | None = None) -> list[Finding]:
+def check_rules(path: str, source: bytes, chosen: list[ModuleType], previous: bytes | None = None,
+                context: TreeContext = ALONE) -> list[Finding]:
     """check_source() with the rules already chosen (`applicable`)."""
     if not chosen:
         return []   # no rule can report here: skip parsing
     try:
-        model = FileModel.build(path, source)
+        model = FileModel.build(path, source, context)
     except Exception as exc:
         raise CheckFailed(f"parsing {path} failed: {type(exc).__name__}: {exc}") from exc
     model.previous = previous

@@ -17,11 +17,12 @@ import re
 import shutil
 import time
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
 
-from patchbench.checks import callindex, cparse, engine, workers
+from patchbench.checks import cparse, engine, workers
+from patchbench.checks.context import ALONE, TreeContext
 from patchbench.checks.finding import Finding
 
 Task = TypeVar("Task")
@@ -86,27 +87,27 @@ def unused(path: Path) -> bool:
         return False
 
 
-def findings_for(path: str, source: bytes, use_cache: bool = True,
+def findings_for(path: str, source: bytes, context: TreeContext = ALONE, use_cache: bool = True,
                  previous: bytes | None = None) -> list[Finding]:
     """All rules' findings on `source` (the text of `path`), from the cache when it has them;
-    `previous`: the text in the patch's parent, when a patch is checked (part of the key)."""
+    `context`: what the rest of the tree says (its call index; part of the key); `previous`: the
+    text in the patch's parent, when a patch is checked (part of the key)."""
     if not use_cache:
-        return engine.check_source(path, source, previous=previous)
-    chosen = engine.applicable(source)
+        return engine.check_source(path, source, previous=previous, context=context)
+    chosen = engine.applicable(source, context=context)
     if not chosen:   # most files of a tree: no rule can report there, so nothing to hash or keep
         return []
-    # the RCU analysis reads callers elsewhere in the tree: the index in use is part of the key
+    # every input a verdict reads is in the key: the text, its path, the tree's index (callers,
+    # sibling files, header wrappers: all read through it) and the mode, and the parent's text
     before = "" if previous is None else f"\0{blob_id(previous)}"
-    key = hashlib.sha1(f"{blob_id(source)}\0{path}\0{callindex.current_digest()}{before}".encode()).hexdigest()
+    key = hashlib.sha1(f"{blob_id(source)}\0{path}\0{context.digest}{before}".encode()).hexdigest()
     entry = cache_dir() / key[:2] / f"{key}.json"
     try:
-        rows = json.loads(entry.read_text())
-        return [Finding(rule=r, severity=s, file=path, line=l, function=f, message=m)
-                for r, s, l, f, m in rows]
+        return [Finding.from_dict({**row, "file": path}) for row in json.loads(entry.read_text())]
     except (OSError, ValueError):
         pass
-    found = engine.check_rules(path, source, chosen, previous)
-    rows = [[f.rule, f.severity, f.line, f.function, f.message] for f in found]
+    found = engine.check_rules(path, source, chosen, previous, context)
+    rows = [f.to_dict() for f in found]
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         partial = entry.with_suffix(f".{os.getpid()}.tmp")
@@ -145,11 +146,12 @@ def _rare_collections() -> Iterator[None]:
         gc.set_threshold(*before)
 
 
-def _findings_of(item: tuple) -> list[Finding]:
+def _findings_of(context: TreeContext, item: tuple) -> list[Finding]:
     path, source, *previous = item
-    return findings_for(path, source, previous=previous[0] if previous else None)
+    return findings_for(path, source, context, previous=previous[0] if previous else None)
 
 
-def findings_of_many(items: list[tuple], jobs: int) -> list[list[Finding]]:
-    """findings_for(path, source[, previous]) of each item, on up to `jobs` processes."""
-    return parallel(_findings_of, items, jobs, [len(item[1]) for item in items])
+def findings_of_many(items: list[tuple], jobs: int, context: TreeContext = ALONE) -> list[list[Finding]]:
+    """findings_for(path, source[, previous]) of each item in `context`, on up to `jobs` processes
+    (forked: each inherits the context)."""
+    return parallel(partial(_findings_of, context), items, jobs, [len(item[1]) for item in items])

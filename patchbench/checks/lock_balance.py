@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from types import ModuleType
 
-from patchbench.checks import callindex, engine, kfacts, locks, summaries
-from patchbench.checks.finding import Finding
+from patchbench.checks import engine, kfacts, locks, summaries
+from patchbench.checks.finding import Finding, Place
 from patchbench.checks.model import FileModel, Function, squeeze
 
 # Names of functions meant to return with a lock held: foo_lock(), foo_lock_irqsave(), foo_trylock(), ...
@@ -55,7 +55,7 @@ _FAILURE = re.compile(r"^(NULL|false|ERR_PTR\(.*\)|-E\w+|-\d+)$")
 def _may_take(model: FileModel, name: str) -> bool:
     """What _takes() asks of a call's name alone: a lock spelling, a guard, a header wrapper."""
     return kfacts.lock_op(name) is not None or name.startswith("guard(") or name in locks.SCOPED_GUARDS \
-        or (name not in model.functions and callindex.wrapper(name) is not None)
+        or (name not in model.functions and model.context.wrapper(name) is not None)
 
 
 def _takes(model: FileModel, call) -> bool:
@@ -93,7 +93,7 @@ def _seq_step(model: FileModel, name: str) -> bool:
     """A seq_file iterator step (->start, ->next, ->stop), registered here or in another file:
     the lock ->start takes is kept by ->next and released by ->next or ->stop (the seq_file
     protocol, Documentation/filesystems/seq_file.rst): not judged for balance."""
-    kinds = set(model.registrations.get(name, ())) | {kind for kind, struct in callindex.registrations(name)
+    kinds = set(model.registrations.get(name, ())) | {kind for kind, struct in model.context.registrations(name)
                                                       if struct in ("", "seq_operations")}
     return bool(kinds) and kinds <= _SEQ_FIELDS
 
@@ -122,10 +122,11 @@ def _check_function(model: FileModel, summary: summaries.Summary, rule: ModuleTy
             continue
         node = min((n for n, _ in holding), key=lambda n: n.start_byte)
         spelled = _spelling(model, function, key)
+        taken = _taken_at(model, function, key)
         findings.append(engine.finding(
-            rule, model, node, function.name,
-            f"{spelled} taken in {function.name}() is still held at this return"
-            + (" (released on other paths)" if releasing else "")))
+            rule, model, node, function.name, "held-released-elsewhere" if releasing else "held",
+            related=Place("lock taken", taken.line) if taken is not None else None,
+            lock=spelled, function=function.name))
     # spin_lock_bh() released by spin_unlock() (and no local_bh_enable()): softirqs stay off
     flavours = {(fact[1], fact[2]) for _, state in exits for fact in state
                 if fact[0] == "implied" and fact[1] in _FLAVOURS and ("held", fact[2]) not in state}
@@ -134,10 +135,19 @@ def _check_function(model: FileModel, summary: summaries.Summary, rule: ModuleTy
             continue
         node = min((n for n, state in exits if ("implied", implied, key) in state), key=lambda n: n.start_byte)
         findings.append(engine.finding(
-            rule, model, node, function.name,
-            f"{_spelling(model, function, key)} in {function.name}() is released by an unlock of "
-            f"another flavour: {'softirqs' if implied == 'bh' else 'interrupts'} stay disabled at this return"))
+            rule, model, node, function.name, "other-flavour", lock=_spelling(model, function, key),
+            function=function.name, disabled="softirqs" if implied == "bh" else "interrupts"))
     return findings + _double_locks(model, summary, rule)
+
+
+def _taken_at(model: FileModel, function: Function, key: str):
+    """The first call of the function that takes the lock `key`, or None."""
+    for call in function.calls:
+        op = kfacts.lock_op(call.name)
+        if op is not None and op.action in ("acquire", "try", "try_fail") and \
+                locks.lock_key(model, function, call, op) == key:
+            return call
+    return None
 
 
 def _documented_handoff(model: FileModel, function: Function, key: str) -> bool:
@@ -223,9 +233,9 @@ def _double_locks(model: FileModel, summary: summaries.Summary, rule: ModuleType
                for state in summary.result.states_at(call)):
             reported.add(key)
             findings.append(engine.finding(
-                rule, model, call.node, function.name,
-                f"{call.name}({', '.join(call.args)}) takes a lock {function.name}() already holds "
-                "on this path: it deadlocks"))
+                rule, model, call.node, function.name, "taken-twice",
+                related=Place("lock taken", model.source.count(b"\n", 0, first_taken[key]) + 1),
+                call=call.name, args=", ".join(call.args), function=function.name))
     return findings
 
 
@@ -295,9 +305,8 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary, rule: ModuleT
                 for state in states):
             reported.add(key)
             findings.append(engine.finding(
-                rule, model, call.node, function.name,
-                f"{call.name}({', '.join(call.args)}) releases a lock {function.name}() takes, on a "
-                "path where it was not taken (or was released already)"))
+                rule, model, call.node, function.name, "released-unheld",
+                call=call.name, args=", ".join(call.args), function=function.name))
     return findings
 
 

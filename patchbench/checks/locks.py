@@ -30,8 +30,8 @@ import re
 
 import tree_sitter
 
-from patchbench.checks import callindex, cparse, flow, kfacts
-from patchbench.checks.model import CallSite, FileModel, Function, squeeze
+from patchbench.checks import cparse, flow, kfacts
+from patchbench.checks.model import SCOPED_GUARDS, CallSite, FileModel, Function, squeeze
 
 
 LockOp = kfacts.LockOp
@@ -49,8 +49,6 @@ def lock_key(model: FileModel, function: Function | None, call: CallSite, op: Lo
     key = model.canonical(function, args[op.argument])
     return f"{op.kind}:{key}" if op.key == "object" else key
 
-
-SCOPED_GUARDS = ("scoped_guard", "scoped_cond_guard")
 
 
 def guard_call(call: CallSite) -> tuple[LockOp, list[str], tree_sitter.Node] | None:
@@ -73,7 +71,7 @@ def guard_call(call: CallSite) -> tuple[LockOp, list[str], tree_sitter.Node] | N
     if found is None or block is None:
         return None
     if found[1].kind == "guard" and args:   # a class the table does not know: its DEFINE_GUARD
-        defined = callindex.guard_class(found[0])
+        defined = call.defined_guard
         op = kfacts.lock_op(defined[0]) if defined else None
         if op is not None:
             return op, [_instantiate(argument, args[0]) for argument in defined[1]], block
@@ -773,7 +771,7 @@ def _constant(text: str) -> str | None:
 def wrapped_ops(model: FileModel, function: Function | None, call: CallSite) -> list[tuple[LockOp, str]]:
     """(op, key) of each lock a header wrapper called here leaves taken or released (see
     callindex.wrapper); [] for other calls and for in-file functions (summarised instead)."""
-    found = callindex.wrapper(call.name) if call.name not in model.functions else None
+    found = model.context.wrapper(call.name) if call.name not in model.functions else None
     if found is None:
         return []
     return _mapped(model, function, call, *found)
@@ -784,9 +782,9 @@ def elsewhere_ops(model: FileModel, function: Function | None, call: CallSite) -
     releases on some of its paths (callindex.effect), with keys of the caller's arguments; a
     global lock (local_bh_enable(), rcu_read_unlock()) by its kind, and the softirqs a
     spin_unlock_bh() of a lock of its own enables as "bh"."""
-    if call.name in model.functions or callindex.wrapper(call.name) is not None:
+    if call.name in model.functions or model.context.wrapper(call.name) is not None:
         return []
-    found = callindex.effect(call.name)
+    found = model.context.effect(call.name)
     if found is None:
         return []
     params, effect = found

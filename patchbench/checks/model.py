@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable
 import tree_sitter
 
 from patchbench.checks import cparse, kfacts
+from patchbench.checks.context import ALONE, TreeContext
 
 # Everything the model reads from the tree, in one pass (one query, one pattern per fact).
 _SHAPES = cparse.query("""
@@ -80,6 +81,9 @@ class CallSite:
     node: tree_sitter.Node         # the call_expression
     line: int                      # 1-based
     function: str                  # enclosing function name
+    # a cleanup.h guard of a class the facts table does not know: (lock spelling, argument texts)
+    # of its DEFINE_GUARD in the tree (TreeContext.guard_class), set when the model is built
+    defined_guard: tuple[str, list[str]] | None = None
 
     @property
     def args(self) -> list[str]:
@@ -164,6 +168,8 @@ class FileModel:
     # `check` only: the file's text in the patch's parent (None in lint, or for a new file), so
     # that a rule can tell what the patch changed (a read-side section the patch removed)
     previous: bytes | None = None
+    # what the rest of the tree says (its call index), passed in with the file: ALONE without one
+    context: TreeContext = ALONE
 
     def initialiser_naming(self, value: str, fields: Iterable[tuple[str, str]]) -> dict[str, str]:
         """The functions an initialiser of (struct, field) in `fields` registers, by field, when
@@ -179,12 +185,12 @@ class FileModel:
         return self.ops_groups.get(group, {}).get(other) if group is not None else None
 
     @classmethod
-    def build(cls, path: str, source: bytes) -> "FileModel":
+    def build(cls, path: str, source: bytes, context: TreeContext = ALONE) -> "FileModel":
         tree = cparse.parse(source)
         functions = _functions(source, tree.root_node)
         ordered = sorted(functions.values(), key=lambda f: f.node.start_byte)
         starts = [f.node.start_byte for f in ordered]
-        model = cls(path, source, tree, functions, {}, {})
+        model = cls(path, source, tree, functions, {}, {}, context=context)
         assigned: dict[Function, dict[str, set[str]]] = {}
         entries: dict[int, tuple[str, dict[str, str]]] = {}
         for found in cparse.matches(_FACTS, tree.root_node):
@@ -224,6 +230,10 @@ class FileModel:
         for function in functions.values():
             function.calls.sort(key=lambda c: (c.end, -c.start))
             function._index()
+            for call in function.calls:
+                guarded = _guard_class(call)
+                if guarded is not None:
+                    call.defined_guard = context.guard_class(guarded)
         return model
 
     def _add_call(self, found: dict, owner: "Function | None") -> None:
@@ -458,6 +468,20 @@ def _functions(source: bytes, root: tree_sitter.Node) -> dict[str, Function]:
                 if function is not None:
                     functions[function.name] = function
     return functions
+
+
+SCOPED_GUARDS = ("scoped_guard", "scoped_cond_guard")
+
+
+def _guard_class(call: CallSite) -> str | None:
+    """The class of a cleanup.h guard call whose class the facts table does not know."""
+    if call.name.startswith("guard("):
+        found = kfacts.guard_op(call.name)
+    elif call.name in SCOPED_GUARDS and call.args:
+        found = kfacts.guard_op(f"guard({call.args[0]})")
+    else:
+        return None
+    return found[0] if found is not None and found[1].kind == "guard" else None
 
 
 def _owner(ordered: list["Function"], starts: list[int], node: tree_sitter.Node) -> "Function | None":

@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, field
 
 from patchbench.checks import callindex, facts
+from patchbench.checks.context import TreeContext
 from patchbench.checks.finding import Finding
 from patchbench.tree import ApplyResult
 from patchbench.tree.git import BlobReader, Git, open_repository
@@ -51,7 +52,7 @@ def new_findings(before: list[Finding], after: list[Finding]) -> list[Finding]:
     return [f for f in after if f.identity() not in known or f.repeats > known[f.identity()]]
 
 
-def _analyse(blobs: BlobReader, versions: list[tuple[str, str]], jobs: int,
+def _analyse(blobs: BlobReader, versions: list[tuple[str, str]], jobs: int, context: TreeContext,
              parents: dict[tuple[str, str], str] | None = None) -> dict[tuple[str, str], list[Finding]]:
     """Findings of each (rev, path) version; an absent file has none. `parents`: (rev, path) ->
     the parent rev whose text of path the rules are shown beside (FileModel.previous)."""
@@ -61,7 +62,7 @@ def _analyse(blobs: BlobReader, versions: list[tuple[str, str]], jobs: int,
     previous = {version: blobs.read(f"{parents[version]}:{version[1]}") for version in present
                 if version in parents}
     results = facts.findings_of_many([(path, sources[(rev, path)], previous.get((rev, path)))
-                                      for rev, path in present], jobs)
+                                      for rev, path in present], jobs, context)
     found = {version: [] for version in sources}
     found.update(zip(present, results))
     return found
@@ -75,11 +76,12 @@ def check_applied(result: ApplyResult, jobs: int = os.cpu_count() or 1) -> Serie
     touched = [(patch, sorted({p for p in patch.files if p.endswith(C_SUFFIXES)})) for patch in result.applied]
     git_dir = open_repository(result.repo)
     index = callindex.from_git(git_dir, result.base, jobs) if any(files for _, files in touched) else None
-    with Git(git_dir).blobs() as blobs, callindex.active(index, series=True):
+    context = TreeContext(index, series=True)
+    with Git(git_dir).blobs() as blobs:
         after = _analyse(blobs, [(patch.commit, path) for patch, files in touched for path in files], jobs,
-                         {(patch.commit, path): patch.parent for patch, files in touched for path in files})
+                         context, {(patch.commit, path): patch.parent for patch, files in touched for path in files})
         before = _analyse(blobs, [(patch.parent, path) for patch, files in touched for path in files
-                                  if after[(patch.commit, path)]], jobs)
+                                  if after[(patch.commit, path)]], jobs, context)
     checked = []
     for patch, files in touched:
         check = PatchCheck(patch.index, patch.commit, files)

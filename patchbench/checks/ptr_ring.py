@@ -27,6 +27,12 @@ from patchbench.checks.model import CallSite, FileModel, Function
 
 # Every file with a lockless primitive call says so: the rest are never walked.
 MENTIONS = (b"__ptr_ring_", b"__skb_array_")
+# the messages of both sides' rules
+MESSAGES = {
+    "unlocked": "{call}({ring}) without {ring}'s {lock} held here or in every caller",
+    "unlocked-on-some-paths": "{call}({ring}) without {ring}'s {lock} held on some paths",
+    "created-space-after-batch": "__ptr_ring_consume_created_space({ring}) after __ptr_ring_consume_batched()",
+}
 PRIMITIVES = {side: kfacts.names("ptr_ring", side) for side in ("consumer", "producer")}
 # Lockless-safe only while the ring is never resized: a warning in files that resize rings.
 RESIZE_SENSITIVE = kfacts.names("ptr_ring", "resize_sensitive")
@@ -61,8 +67,10 @@ def check_side(model: FileModel, rule: ModuleType, side: str) -> list[Finding]:
         if all(holding) or _exempt(model, function, call) or (side == "consumer" and ring in _SINGLE_CONSUMER_RINGS):
             continue
         findings.append(engine.finding(rule, model, call.node, function.name,
-                                       _message(call, lock_name, any(holding)),
-                                       severity="warning" if call.name in RESIZE_SENSITIVE else None))
+                                       "unlocked-on-some-paths" if any(holding) else "unlocked",
+                                       "warning" if call.name in RESIZE_SENSITIVE else None,
+                                       call=call.name, ring=call.args[0].lstrip("&") if call.args else "the ring",
+                                       lock=lock_name))
     findings.extend(_created_space_misuse(model, rule, calls))
     return findings
 
@@ -108,12 +116,6 @@ def _exempt(model: FileModel, function: Function, call: CallSite) -> bool:
     return any(_EXEMPTING_COMMENT.search(line.decode("utf-8", "replace")) for line in lines)
 
 
-def _message(call: CallSite, lock_name: str, on_some_paths: bool) -> str:
-    ring = call.args[0].lstrip("&") if call.args else "the ring"
-    where = "on some paths" if on_some_paths else "here or in every caller"
-    return f"{call.name}({ring}) without {ring}'s {lock_name} held {where}"
-
-
 def _created_space_misuse(model: FileModel, rule: ModuleType, calls: list[CallSite]) -> list[Finding]:
     """__ptr_ring_consume_created_space() is documented as invalid after a batched consume."""
     findings = []
@@ -124,7 +126,6 @@ def _created_space_misuse(model: FileModel, rule: ModuleType, calls: list[CallSi
         ring = _ring_key(model, function, call)
         if any(c.name == "__ptr_ring_consume_batched" and c.end <= call.start
                and _ring_key(model, function, c) == ring for c in function.calls):
-            findings.append(engine.finding(
-                rule, model, call.node, function.name,
-                f"__ptr_ring_consume_created_space({ring}) after __ptr_ring_consume_batched()"))
+            findings.append(engine.finding(rule, model, call.node, function.name, "created-space-after-batch",
+                                           ring=ring))
     return findings

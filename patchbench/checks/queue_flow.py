@@ -15,13 +15,13 @@ Shared by the rules queue-stop-unmatched and queue-wake-wrong-queue (RULES.md se
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
-from pathlib import Path
 from typing import Iterator
 
-from patchbench.checks import callindex, engine, kfacts, summaries
-from patchbench.checks.finding import Finding
+from patchbench.checks import engine, kfacts, summaries
+from patchbench.checks.callindex import local_includes
+from patchbench.checks.context import TreeContext
+from patchbench.checks.finding import Finding, Place
 from patchbench.checks.model import FileModel, Function
 from patchbench.checks.queue_context import OTHER_NAME, RECOVERY_NAME, TEARDOWN_NAME, Sides
 from patchbench.checks.queue_ordering import (QueueFacts, barrier_functions, lost_wakeup, publishers,
@@ -36,21 +36,21 @@ _WAKES = frozenset(name for name, (action, *_) in SPELLINGS.items() if action ==
 _RING_PRODUCE = kfacts.names("ptr_ring", "produce")
 
 
-def _and_wrappers(names: frozenset[str]) -> frozenset[str]:
-    """names, and the header wrappers of the index in use around a spelling among them."""
-    return names | {name for name, (_, inner) in tree_wrappers().items()
+def _and_wrappers(names: frozenset[str], context: TreeContext) -> frozenset[str]:
+    """names, and the header wrappers of the tree around a spelling among them."""
+    return names | {name for name, (_, inner) in tree_wrappers(context).items()
                     if any(spelling in names for spelling, _ in inner)}
 
 
-def stop_words() -> tuple[bytes, ...]:
+def stop_words(context: TreeContext) -> tuple[bytes, ...]:
     """The flow-control stops and the wrappers around them: a file without one is never parsed
     for these rules."""
-    return _stop_words(callindex.current_digest())
+    return _stop_words(context)
 
 
 @lru_cache(maxsize=4)
-def _stop_words(index_digest: str) -> tuple[bytes, ...]:
-    return tuple(sorted(name.encode() for name in _and_wrappers(_STOPS)))
+def _stop_words(context: TreeContext) -> tuple[bytes, ...]:
+    return tuple(sorted(name.encode() for name in _and_wrappers(_STOPS, context)))
 
 
 def findings(rule_id: str, model: FileModel) -> Iterator[Finding]:
@@ -58,8 +58,10 @@ def findings(rule_id: str, model: FileModel) -> Iterator[Finding]:
     module = engine.rule(rule_id)
     for verdict in analyse(model):
         if verdict.rule == rule_id:
+            stop = verdict.stop
             yield engine.finding(module, model, verdict.site.line, verdict.site.function.name,
-                                 verdict.message, verdict.severity)
+                                 verdict.kind, verdict.severity,
+                                 Place("queue stopped", stop.line) if stop is not None else None, **verdict.args)
 
 
 def analyse(model: FileModel) -> list[Verdict]:
@@ -75,7 +77,7 @@ _CACHE: dict[str, tuple[FileModel, list[Verdict]]] = {}
 
 
 def _analyse(model: FileModel) -> list[Verdict]:
-    if not engine.mentions(model.source, stop_words()):
+    if not engine.mentions(model.source, stop_words(model.context)):
         return []  # most files never stop a queue: skip the query
     found = collect(model)
     sides = Sides(model)
@@ -103,7 +105,7 @@ def _analyse(model: FileModel) -> list[Verdict]:
     for start in starts:
         stopped = [stop for stop in stops if same_queue(stop, start, found)]
         if stopped:
-            verdicts.append(Verdict(STOP_UNMATCHED, start, _start_message(start, stopped[0])))
+            verdicts.append(_start_verdict(start, stopped[0]))
     for stop in stops:
         same = [w for w in wakes if same_queue(stop, w, found)]
         if same:
@@ -116,9 +118,9 @@ def _analyse(model: FileModel) -> list[Verdict]:
             continue  # the work it schedules after the stop restarts the queue (fjes' stall poller)
         others = [w for w in wakes if w.scope == "one"]
         if others:
-            verdicts.extend(Verdict(WRONG_QUEUE, wake, _wrong_queue_message(wake, stop)) for wake in others)
-        elif not woken_in_sibling_file(model.path, model.source):
-            verdicts.append(Verdict(STOP_UNMATCHED, stop, _unmatched_message(stop, found, sides)))
+            verdicts.extend(_wrong_queue_verdict(wake, stop) for wake in others)
+        elif not woken_in_sibling_file(model):
+            verdicts.append(_unmatched_verdict(stop, found, sides))
     # with several completion wakes (virtio_net has three), one that reclaims tx buffers but wakes
     # a fixed queue nothing stops; field names are not compared here (hns3 reaches one index
     # through two fields), and link-up wakes of queue 0 are left alone (ehea)
@@ -127,8 +129,8 @@ def _analyse(model: FileModel) -> list[Verdict]:
     for wake in wakes:
         if wake.scope == "one" and wake.key.kind == "const" and sides.restarts_queue(wake.function) \
                 and stops and not any(same_queue(s, wake, found) for s in stopped_ones):
-            verdicts.append(Verdict(WRONG_QUEUE, wake, _wrong_queue_message(wake, stops[0])))
-    unique = {(v.rule, v.site.function.name, v.message): v for v in verdicts}
+            verdicts.append(_wrong_queue_verdict(wake, stops[0]))
+    unique = {(v.rule, v.site.function.name, v.kind, tuple(sorted(v.args.items()))): v for v in verdicts}
     return list(unique.values())
 
 
@@ -159,50 +161,39 @@ def _reprieve(site: QueueSite, stops: list[QueueSite], found: QueueSites) -> boo
         and same_queue(stop, site, found) for stop in stops)
 
 
-_INCLUDE = re.compile(rb'^#\s*include\s+"([^"]+)"', re.M)
-_CALLED = re.compile(rb"\b([A-Za-z_]\w*)\s*\(")
+def woken_in_sibling_file(model: FileModel) -> bool:
+    """Another C file of the driver directory, sharing a local header with this one, wakes queues
+    outside recovery and bring-up: the completion side may live there (44 of 396 stopping files in
+    6.1 have no wake of their own). Asked of the tree's call index; alone, a file is judged alone."""
+    headers = set(local_includes(model.source))
+    wakes = _and_wrappers(_WAKES, model.context)
+    return bool(headers) and any(headers & set(scan.get("includes", ())) and _wakes_outside_recovery(scan, wakes)
+                                 for scan in model.context.siblings(model.path))
 
 
-def woken_in_sibling_file(path: str, source: bytes) -> bool:
-    """Another C file of the driver directory, sharing a local header with this one, wakes queues:
-    the completion side may live there (44 of 396 stopping files in 6.1 have no wake of their own)."""
-    here = Path(path)
-    wakes = {name.encode() for name in _and_wrappers(_WAKES)}
-    try:
-        headers = set(_INCLUDE.findall(source))
-        siblings = [p for p in here.parent.glob("*.c") if p != here] if headers else []
-        return any(headers & set(_INCLUDE.findall(text)) and wakes & set(_CALLED.findall(text))
-                   and _wakes_outside_recovery(text) for text in (p.read_bytes() for p in siblings))
-    except OSError:
-        return False  # only this file is known (a patch's blob): judge it alone
-
-
-def _wakes_outside_recovery(text: bytes) -> bool:
-    """Some function of the text, not one that recovers a device (reset, timeout) nor one that
-    brings it up or down (open, resume, link), wakes a queue: a candidate completion side."""
-    wakes = _and_wrappers(_WAKES)
+def _wakes_outside_recovery(scan: dict, wakes: frozenset[str]) -> bool:
+    """Some function of a scanned file, not one that recovers a device (reset, timeout) nor one
+    that brings it up or down (open, resume, link), wakes a queue: a candidate completion side."""
     return any(not RECOVERY_NAME.search(caller) and not OTHER_NAME.search(caller)
                and any(callee in wakes for callee, _ in called)
-               for caller, called in callindex.scan(text)["calls"].items())
+               for caller, called in scan["calls"].items())
 
 
-def _start_message(start: QueueSite, stop: QueueSite) -> str:
-    return (f"{start.written}() on the completion side restarts {start.describe()} that "
-            f"{stop.function.name}() stops, but a start does not reschedule the qdisc: packets "
-            "queued meanwhile stay stuck until the next transmit; use a wake")
+def _start_verdict(start: QueueSite, stop: QueueSite) -> Verdict:
+    return Verdict(STOP_UNMATCHED, start, "start-not-wake",
+                   {"start": start.written, "queue": start.describe(), "stopper": stop.function.name}, stop=stop)
 
 
-def _unmatched_message(stop: QueueSite, found: QueueSites, sides: Sides) -> str:
-    # the message is part of the finding's identity across patches: it names the stop, never the
+def _unmatched_verdict(stop: QueueSite, found: QueueSites, sides: Sides) -> Verdict:
+    # the arguments are the finding's identity across patches: they name the stop, never the
     # other functions of the file, which a later unrelated patch may change
-    head = (f"{stop.written}() stops {stop.describe()} on the transmit path, but no "
-            "completion-side path (NAPI poll, tx interrupt, consumer/reader) wakes it")
-    if any(s.action == "wake" and s.scope in ("one", "all") and same_queue(stop, s, found)
-           and "xmit" not in sides.sides[s.function.name] for s in found.sites):
-        return head + "; its wakes are only in open, reset or deferred paths, which do not run as tx space frees"
-    return head
+    elsewhere = any(s.action == "wake" and s.scope in ("one", "all") and same_queue(stop, s, found)
+                    and "xmit" not in sides.sides[s.function.name] for s in found.sites)
+    return Verdict(STOP_UNMATCHED, stop, "unmatched-wakes-elsewhere" if elsewhere else "unmatched",
+                   {"stop": stop.written, "queue": stop.describe()})
 
 
-def _wrong_queue_message(wake: QueueSite, stop: QueueSite) -> str:
-    return (f"{wake.written}() on the completion side wakes {wake.describe()}, but "
-            f"{stop.function.name}() stops {stop.describe()}; the stopped queue is never woken")
+def _wrong_queue_verdict(wake: QueueSite, stop: QueueSite) -> Verdict:
+    return Verdict(WRONG_QUEUE, wake, "wrong-queue",
+                   {"wake": wake.written, "queue": wake.describe(), "stopper": stop.function.name,
+                    "stopped": stop.describe()}, stop=stop)

@@ -138,10 +138,8 @@ def lost_wakeup(stop: QueueSite, wakes: list[QueueSite], results: dict[str, summ
         return None
     if _counted(facts.model, stop, wakes) or any(_periodic(facts.model, wake.function) for wake in wakes):
         return None
-    return Verdict(STOP_UNMATCHED, stop, (
-        f"{stop.written}() runs after {published[0]}() has handed work to the completion side, "
-        "with no re-check of the ring after the stop and no lock shared with the wake: a "
-        "completion in between sees a running queue and the wake-up is lost"), "warning")
+    return Verdict(STOP_UNMATCHED, stop, "lost-wakeup", {"stop": stop.written, "publisher": published[0]},
+                   "warning")
 
 
 def _counted(model: FileModel, stop: QueueSite, wakes: list[QueueSite]) -> bool:
@@ -201,17 +199,12 @@ def unordered(model: FileModel, stop: QueueSite, wakes: list[QueueSite],
             tested[wake] = _ordered_before(model, wake.function, tests[-1].start, barriers), tests[-1]
     verdicts = []
     if not stop_fenced and any(fenced for fenced, _ in tested.values()):
-        verdicts.append(Verdict(STOP_UNMATCHED, stop, (
-            f"{stop.written}() is re-checked with no full barrier (smp_mb()) between the stop and "
-            "the re-check, while the completion side fences its test: the ring read can pass the "
-            "stop, a completion that ran meanwhile saw a running queue, and the wake-up is lost"),
-            "warning"))
+        verdicts.append(Verdict(STOP_UNMATCHED, stop, "recheck-no-barrier", {"stop": stop.written}, "warning"))
     if stop_full:
-        verdicts.extend(Verdict(STOP_UNMATCHED, wake, (
-            f"{test.name}() is tested before {wake.written}() with no full barrier after the ring "
-            f"index is published, while {stop.function.name}() fences its re-check: a concurrent "
-            "stop can be missed and the queue stays stopped"), "warning")
-            for wake, (fenced, test) in tested.items() if not fenced)
+        verdicts.extend(Verdict(STOP_UNMATCHED, wake, "wake-test-no-barrier",
+                                {"test": test.name, "wake": wake.written, "stopper": stop.function.name},
+                                "warning", stop=stop)
+                        for wake, (fenced, test) in tested.items() if not fenced)
     return verdicts
 
 

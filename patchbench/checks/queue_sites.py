@@ -27,7 +27,8 @@ from functools import cached_property
 
 import tree_sitter
 
-from patchbench.checks import callindex, cparse, kfacts
+from patchbench.checks import cparse, kfacts
+from patchbench.checks.context import TreeContext
 from patchbench.checks.model import CallSite, FileModel, Function
 
 # Spelling -> (action, scope, how the queue is named, argument position): the kernel facts table.
@@ -117,11 +118,14 @@ class QueueSites:
 
 @dataclass(frozen=True)
 class Verdict:
-    """What a queue rule reports at a site."""
+    """What a queue rule reports at a site: its rule's message `kind` with the template's `args`,
+    and the stop it is about when the site is not that stop."""
     rule: str
     site: QueueSite
-    message: str
+    kind: str
+    args: dict
     severity: str = "error"
+    stop: QueueSite | None = None
 
 
 def same_queue(stop: QueueSite, wake: QueueSite, found: QueueSites) -> bool:
@@ -132,9 +136,9 @@ def same_queue(stop: QueueSite, wake: QueueSite, found: QueueSites) -> bool:
     return stop.key.matches(wake.key, found.multiqueue)
 
 
-def tree_wrappers() -> dict[str, list]:
-    """The header wrappers of tx queue spellings in the tree (callindex.queue_wrappers)."""
-    return {name: found for name, found in callindex.queue_wrappers().items() if name not in SPELLINGS}
+def tree_wrappers(context: TreeContext) -> dict[str, list]:
+    """The header wrappers of tx queue spellings in the tree (TreeContext.queue_wrappers)."""
+    return {name: found for name, found in context.queue_wrappers().items() if name not in SPELLINGS}
 
 
 def collect(model: FileModel) -> QueueSites:
@@ -142,7 +146,7 @@ def collect(model: FileModel) -> QueueSites:
     header wrapper gives a site for each spelling inside it."""
     sites = []
     readers: dict[str, KeyReader] = {}
-    around = {name: found for name, found in tree_wrappers().items() if name not in model.functions}
+    around = {name: found for name, found in tree_wrappers(model.context).items() if name not in model.functions}
     for function in model.functions.values():
         for call in function.calls:
             if call.name not in SPELLINGS and call.name not in around:

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 
 import tree_sitter
 
-from patchbench.checks import callindex, engine, flow, kfacts, locks, summaries
+from patchbench.checks import flow, kfacts, locks, summaries
+from patchbench.checks.context import Way
 from patchbench.checks.model import CallSite, FileModel, Function, squeeze
 from patchbench.checks import rcu_functions as F
 from patchbench.checks import rcu_primitives as P
@@ -580,7 +581,7 @@ def genl_held(model: FileModel, name: str, kind: str) -> list[frozenset]:
     return found or [frozenset()]
 
 
-def _way(way: callindex.Way) -> frozenset:
+def _way(way: Way) -> frozenset:
     """A way in of the call index as entry facts. What the index reads of callers in other files
     is lexical (no named locks, no conditional sections, no calls through pointers): what it finds
     held is believed, what it misses is not evidence, so its ways carry UNKNOWN (a verdict that
@@ -616,7 +617,7 @@ def ways_in(model: FileModel, function: Function) -> list[frozenset]:
         else:
             ways.append(UNKNOWN_WAY)
     if not function.is_static or model.path.endswith(".h"):
-        ways.extend(_way(way) for way in callindex.entries(model.path, function.name))
+        ways.extend(_way(way) for way in model.context.entries(model.path, function.name))
     elif function.name in model.address_taken and not kinds:
         ways.append(UNKNOWN_WAY)
     return ways
@@ -665,7 +666,7 @@ def _asserted_spinning(model: FileModel, infos: dict[str, F.FunctionInfo]) -> No
 
 
 def _analyse(model: FileModel) -> Analysis:
-    if not mentioned(model.source) and not callindex.calls_a_need(model.source):
+    if not mentioned(model.source) and not model.context.calls_a_need(model.source):
         # most files: nothing to judge, skip the walks
         return Analysis(model, {}, frozenset(), frozenset())
     helpers = F.callee_needs(model)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import tree_sitter
 
-from patchbench.checks import callindex, cparse, kfacts, locks
+from patchbench.checks import cparse, kfacts, locks
 from patchbench.checks.model import CallSite, FileModel, Function, squeeze
 from patchbench.checks import rcu_primitives as P
 
@@ -234,7 +234,7 @@ def c_wrapper_ops(model: FileModel, function: Function, call: CallSite) -> list[
     (section wrappers are judged by their own need)."""
     if call.name in model.functions:
         return []
-    found = callindex.c_wrapper(call.name)
+    found = model.context.c_wrapper(call.name)
     if found is None:
         return []
     params, effect = found
@@ -327,10 +327,10 @@ def callee_needs(model: FileModel) -> dict[str, P.Need]:
     here = os.path.dirname(os.path.normpath(model.path))
     for name in sorted({call.name for function in model.functions.values() for call in function.calls}
                        - set(model.functions)):
-        if P.RCU_HELPER.search(name) and not P.NOT_HELPER.match(name) and callindex.opens_section(name):
+        if P.RCU_HELPER.search(name) and not P.NOT_HELPER.match(name) and model.context.opens_section(name):
             found[name] = NO_NEED
     for name in called:
-        summary = callindex.need(name)
+        summary = model.context.need(name)
         if summary is None:
             continue
         primitive, path, line, via = summary

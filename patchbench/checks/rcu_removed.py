@@ -28,7 +28,8 @@ import difflib
 import re
 from dataclasses import dataclass
 
-from patchbench.checks import callindex, kfacts
+from patchbench.checks import kfacts
+from patchbench.checks.context import TreeContext
 from patchbench.checks.model import CallSite, FileModel, Function
 from patchbench.checks import rcu_functions as F
 from patchbench.checks import rcu_primitives as P
@@ -120,6 +121,16 @@ def _map(old_lines: list[bytes], old: Function, new_lines: list[bytes], new: Fun
     return covered
 
 
+_REMOVED = "{call}() needs {what}{inner}: this patch removes the {opener}() section that covered it"
+# rcu-deref-unprotected's messages for what a removed section covered
+MESSAGES = {
+    "removed-section": _REMOVED,
+    "removed-section-splat": _REMOVED + "; what is held here instead (another RCU flavour, or the "
+                                        "update-side lock) keeps the object alive but is a lockdep splat",
+    "removed-section-unknown-entry": _REMOVED + "; what {function}() holds on entry is not established",
+}
+
+
 # -- what a call needs, judged as lockdep does -------------------------------------------------
 
 @dataclass(frozen=True)
@@ -132,7 +143,8 @@ class Want:
     what: str
 
 
-def want_of(call: CallSite, helpers: dict, requires_reader: set[str], removal: bool = True) -> Want | None:
+def want_of(call: CallSite, helpers: dict, requires_reader: set[str], context: TreeContext,
+            removal: bool = True) -> Want | None:
     """What `call` needs when a removed section covered it (None: nothing), without in-file
     callee summaries (see Judge); `removal`: the [rcu.removal] calls too (not in a callee's
     summary: a callee that calls dev_net() outside a section has always done so)."""
@@ -143,7 +155,7 @@ def want_of(call: CallSite, helpers: dict, requires_reader: set[str], removal: b
             return None
         return Want(need.strict, need.update_side or "rtnl" in need.strict, need.section)
     if name in helpers and helpers[name].reason:      # a read in another file (the call index)
-        summary = callindex.need(name)
+        summary = context.need(name)
         read = P.DEREFERENCES.get(summary[0]) if summary else None
         families = read.strict if read is not None else ANY_READER
         return Want(families, True, read.section if read is not None else "an RCU read-side section")
@@ -230,7 +242,8 @@ class Judge:
     def wants(self, call: CallSite, depth: int = 0) -> list[tuple[Want, CallSite | None]]:
         """What the call needs: its own want, or (an in-file callee) what the callee reads
         without a section of its own, with the inner call that needs it."""
-        want = want_of(call, self.analysis.helpers, self.requires_reader, removal=depth == 0)
+        want = want_of(call, self.analysis.helpers, self.requires_reader, self.analysis.model.context,
+                       removal=depth == 0)
         if want is not None:
             return [(want, None)]
         if call.name in self.analysis.infos and call.name != call.function and \
@@ -276,9 +289,10 @@ class Judge:
 _RANK = {"ok": 0, "splat": 1, "unknown": 2, "missing": 3}
 
 
-def findings(analysis, reported: set[int]) -> list[tuple[CallSite, str, str, str | None]]:
-    """(call, function, message, severity or None for the rule's) for each call a section this
-    patch removed covered that now lacks what it needs; calls in `reported` (starts) are skipped."""
+def findings(analysis, reported: set[int]) -> list[tuple[CallSite, str, str | None, str, dict[str, str]]]:
+    """(call, function, severity or None for the rule's, message name, its arguments; see
+    MESSAGES) for each call a section this patch removed covered that now lacks what it needs;
+    calls in `reported` (starts) are skipped."""
     removed = removed_sections(analysis.model)
     if not removed:
         return []
@@ -304,12 +318,8 @@ def findings(analysis, reported: set[int]) -> list[tuple[CallSite, str, str, str
                 continue
             want, inner = said
             where = f" (for {inner.name}() at line {inner.line})" if inner is not None else ""
-            message = (f"{call.name}() needs {want.what}{where}: this patch removes the "
-                       f"{gone.opener}() section that covered it")
-            if worst == "splat":
-                message += "; what is held here instead (another RCU flavour, or the update-side " \
-                           "lock) keeps the object alive but is a lockdep splat"
-            elif worst == "unknown":
-                message += f"; what {name}() holds on entry is not established"
-            out.append((call, name, message, None if worst == "missing" else "warning"))
+            kind = "removed-section" + {"splat": "-splat", "unknown": "-unknown-entry"}.get(worst, "")
+            out.append((call, name, None if worst == "missing" else "warning", kind,
+                        {"call": call.name, "what": want.what, "inner": where, "opener": gone.opener,
+                         "function": name}))
     return out

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import time
+from functools import partial
 from pathlib import Path
 
 from patchbench.checks import callindex, facts
+from patchbench.checks.context import TreeContext
 from patchbench.checks.finding import Finding
 from patchbench.errors import BadInput
 from patchbench.report.findings import FORMATS, lint_report, render
@@ -48,13 +50,13 @@ def c_files(paths: list[str]) -> list[str]:
 _progress: Progress | None = None   # set while a lint runs; the forked workers inherit it
 
 
-def _lint_file(task: tuple[str, bool]) -> list[Finding]:
+def _lint_file(context: TreeContext, task: tuple[str, bool]) -> list[Finding]:
     path, use_cache = task
     try:
         source = Path(path).read_bytes()
     except OSError as exc:
         raise BadInput(f"{path}: {exc.strerror}") from None
-    found = facts.findings_for(path, source, use_cache)
+    found = facts.findings_for(path, source, context, use_cache)
     if _progress is not None:
         _progress.tick()
     return found
@@ -77,11 +79,11 @@ def lint_files(files: list[str], jobs: int = 1, use_cache: bool = True,
         progress.stage("checking files", len(files))
     _progress = progress
     try:
-        with callindex.active(index, root):
-            # a directory at a time, so that a worker's call index answers stay warm for the
-            # directory it is in (largest first over the whole tree cost a sixteenth more CPU on
-            # 7.2), and within it the largest files first, so that no worker ends alone on a big one
-            found = facts.parallel(_lint_file, [(path, use_cache) for path in _by_directory(files)], jobs)
+        # a directory at a time, so that a worker's call index answers stay warm for the
+        # directory it is in (largest first over the whole tree cost a sixteenth more CPU on
+        # 7.2), and within it the largest files first, so that no worker ends alone on a big one
+        found = facts.parallel(partial(_lint_file, TreeContext(index, root)),
+                               [(path, use_cache) for path in _by_directory(files)], jobs)
     finally:
         _progress = None
     return sorted((f for result in found for f in result), key=lambda f: (f.file, f.line, f.rule))

@@ -97,5 +97,5 @@ def result_from_dict(data: dict) -> JobResult:
         data[name] = [Diagnostic(**d) for d in data[name]]
     data["kselftests"] = [KselftestResult(**k) for k in data["kselftests"]]
     data["coverage"] = [FunctionCoverage(**c) for c in data["coverage"]]
-    data["findings"] = [Finding(**f) for f in data["findings"]]
+    data["findings"] = [Finding.from_dict(f) for f in data["findings"]]
     return JobResult(**data)

@@ -11,6 +11,7 @@ notification) and a `patch-does-not-apply` result on the patch.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 
 from patchbench import __version__
@@ -45,8 +46,13 @@ def _location(file: str, line: int, snippet: str | None = None) -> dict:
     return {"physicalLocation": {"artifactLocation": {"uri": file}, "region": region}}
 
 
+def fingerprint(finding: Finding) -> str:
+    """The partial fingerprint code-scanning services match a finding by across runs: of its
+    identity (rule, file, function, message name and arguments), never of the rendered text."""
+    return hashlib.sha1(json.dumps(finding.identity()).encode()).hexdigest()
+
+
 def _result(finding: Finding, shown: Context, rule_index: dict[str, int]) -> dict:
-    identity = "\0".join(finding.identity())
     # A finding about a commit message (the netdev checks') has no file; one about a file no function.
     location = _location(finding.file, finding.line, shown.source) if finding.file else {}
     if finding.function:
@@ -56,7 +62,7 @@ def _result(finding: Finding, shown: Context, rule_index: dict[str, int]) -> dic
         "level": _LEVELS.get(finding.severity, "warning"),
         "message": {"text": finding.message},
         "locations": [location] if location else [],
-        "partialFingerprints": {"patchbenchIdentity/v1": hashlib.sha1(identity.encode()).hexdigest()},
+        "partialFingerprints": {"patchbenchIdentity/v2": fingerprint(finding)},
     }
     if shown.related and finding.file:
         related = _location(finding.file, shown.related.line, shown.related.text)

@@ -12,6 +12,16 @@ from patchbench.checks.model import FileModel
 ID = "lock-imbalance"
 SEVERITY = "error"
 MESSAGE = "a lock taken in the function is not released on some return path"
+MESSAGES = {
+    "held": "{lock} taken in {function}() is still held at this return",
+    "held-released-elsewhere": "{lock} taken in {function}() is still held at this return (released on "
+                               "other paths)",
+    "other-flavour": "{lock} in {function}() is released by an unlock of another flavour: {disabled} stay "
+                     "disabled at this return",
+    "taken-twice": "{call}({args}) takes a lock {function}() already holds on this path: it deadlocks",
+    "released-unheld": "{call}({args}) releases a lock {function}() takes, on a path where it was not "
+                       "taken (or was released already)",
+}
 
 # Searched for first: the spellings most files that have one use (a file is searched until one is found).
 _COMMON = ("spin_lock", "mutex_lock", "read_lock", "rtnl_lock")

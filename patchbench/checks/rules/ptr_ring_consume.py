@@ -13,6 +13,7 @@ SEVERITY = "error"
 MESSAGE = ("__ptr_ring_consume*/__ptr_ring_peek/__ptr_ring_discard_one (and __skb_array_*) reached "
            "without the ring's consumer_lock held, here or in every caller")
 
+MESSAGES = ptr_ring.MESSAGES
 MENTIONS = ptr_ring.MENTIONS
 
 

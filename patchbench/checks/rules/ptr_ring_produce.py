@@ -13,6 +13,7 @@ SEVERITY = "error"
 MESSAGE = ("__ptr_ring_produce/__ptr_ring_full (and __skb_array_*) reached without the ring's "
            "producer_lock held, here or in every caller")
 
+MESSAGES = ptr_ring.MESSAGES
 MENTIONS = ptr_ring.MENTIONS
 
 

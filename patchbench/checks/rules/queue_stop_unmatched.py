@@ -14,6 +14,26 @@ from patchbench.checks import queue_flow
 ID = queue_flow.STOP_UNMATCHED
 SEVERITY = "error"
 MESSAGE = "a tx queue stop with no wake of the same queue on the path that frees space"
+_UNMATCHED = ("{stop}() stops {queue} on the transmit path, but no completion-side path (NAPI poll, "
+              "tx interrupt, consumer/reader) wakes it")
+MESSAGES = {
+    "unmatched": _UNMATCHED,
+    "unmatched-wakes-elsewhere": _UNMATCHED + "; its wakes are only in open, reset or deferred paths, "
+                                              "which do not run as tx space frees",
+    "start-not-wake": "{start}() on the completion side restarts {queue} that {stopper}() stops, but a "
+                      "start does not reschedule the qdisc: packets queued meanwhile stay stuck until "
+                      "the next transmit; use a wake",
+    "lost-wakeup": "{stop}() runs after {publisher}() has handed work to the completion side, with no "
+                   "re-check of the ring after the stop and no lock shared with the wake: a completion "
+                   "in between sees a running queue and the wake-up is lost",
+    "recheck-no-barrier": "{stop}() is re-checked with no full barrier (smp_mb()) between the stop and "
+                          "the re-check, while the completion side fences its test: the ring read can "
+                          "pass the stop, a completion that ran meanwhile saw a running queue, and the "
+                          "wake-up is lost",
+    "wake-test-no-barrier": "{test}() is tested before {wake}() with no full barrier after the ring index "
+                            "is published, while {stopper}() fences its re-check: a concurrent stop can "
+                            "be missed and the queue stays stopped",
+}
 
 MENTIONS = queue_flow.stop_words
 

@@ -14,6 +14,10 @@ from patchbench.checks import queue_flow
 ID = queue_flow.WRONG_QUEUE
 SEVERITY = "error"
 MESSAGE = "the completion-side wake names a different queue than the stop"
+MESSAGES = {
+    "wrong-queue": "{wake}() on the completion side wakes {queue}, but {stopper}() stops {stopped}; the "
+                   "stopped queue is never woken",
+}
 
 MENTIONS = queue_flow.stop_words
 

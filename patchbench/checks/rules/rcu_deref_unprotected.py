@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from patchbench.checks import callindex, cparse, engine
+from patchbench.checks import cparse, engine
+from patchbench.checks.context import TreeContext
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel
 from patchbench.checks import rcu_analysis as A
@@ -22,13 +23,33 @@ ID = "rcu-deref-unprotected"
 SEVERITY = "error"
 MESSAGE = "rcu_dereference*() used outside the read-side section, lock or RTNL it needs"
 
-_RANK = {"ok": 0, "weak": 1, "rtnl": 1, "missing": 2}
 _UNKNOWN_ENTRY = ("; what {function}() holds on entry is not established (no caller or registration "
                   "with a known calling context, or only callers read from other files)")
+MESSAGES = {
+    "access-alias": "'{variable}' holds rcu_access_pointer()'s value and is dereferenced outside a "
+                    "read-side section",
+    "access": "rcu_access_pointer() result dereferenced outside a read-side section",
+    "callee-needs": "{call}() needs an RCU read-side section and is called outside one{reason}",
+    "callee-needs-unknown-entry": "{call}() needs an RCU read-side section and is called outside "
+                                  "one{reason}" + _UNKNOWN_ENTRY,
+    "under-rtnl": "{call}() under RTNL without {section} (lockdep splat): RTNL is the update side, "
+                  "use rtnl_dereference() or rcu_dereference_rtnl()",
+    "other-flavour": "{call}() without {section}: only another RCU flavour protects it (lockdep splat)",
+    "condition-lock": "{call}() without the lock its condition names ({condition})",
+    "condition-lock-unknown-entry": "{call}() without the lock its condition names ({condition})" + _UNKNOWN_ENTRY,
+    "outside": "{call}() outside {section}",
+    "outside-unknown-entry": "{call}() outside {section}" + _UNKNOWN_ENTRY,
+    **rcu_removed.MESSAGES,
+}
+
+_RANK = {"ok": 0, "weak": 1, "rtnl": 1, "missing": 2}
 
 MENTIONS = A.MENTIONS
 mentioned = A.mentioned
-reaches = callindex.calls_a_need
+
+
+def reaches(source: bytes, context: TreeContext) -> bool:
+    return context.calls_a_need(source)
 
 
 def check(model: FileModel) -> Iterable[Finding]:
@@ -45,16 +66,12 @@ def check(model: FileModel) -> Iterable[Finding]:
         if call.name == A.USE:
             if call.args[1] == "deref" and any(("a", call.args[0]) in s and not _kept(s, site, analysis)
                                                for s in site.states):
-                yield engine.finding(module, model, call.node, name,
-                                     f"'{call.args[0]}' holds rcu_access_pointer()'s value and is "
-                                     "dereferenced outside a read-side section")
+                yield engine.finding(module, model, call.node, name, "access-alias", variable=call.args[0])
             continue
         if call.name == P.ACCESS:
             if call.node in dereferenced and site.states and \
                     not all(_kept(s, site, analysis) for s in site.states):
-                yield engine.finding(module, model, call.node, name,
-                                     "rcu_access_pointer() result dereferenced outside a read-side "
-                                     "section")
+                yield engine.finding(module, model, call.node, name, "access")
             continue
         if not site.states:
             continue
@@ -73,7 +90,7 @@ def check(model: FileModel) -> Iterable[Finding]:
         # enough for its own reads, not for a callee's need read from afar (site.need.reason).
         uncertain = all(A.UNKNOWN in s and (site.need.reason or site.function.holds(A.UNKNOWN, call.start))
                         for s, v in verdicts.items() if v != "ok")
-        if uncertain and not callindex.reports_unknown():
+        if uncertain and not model.context.reports_unknown():
             continue   # what the unknown callers hold may be just what is needed (lint of a tree)
         if uncertain and site.need.update_only:
             # rcu_dereference_protected(p, lockdep_is_held(&l)), rtnl_dereference(): where no
@@ -84,11 +101,12 @@ def check(model: FileModel) -> Iterable[Finding]:
         if worst == "missing" and uncertain:
             worst = "unknown"
         reported.add(call.start)
-        yield engine.finding(module, model, call.node, name, _message(site, worst),
-                             "warning" if worst in ("weak", "rtnl", "unknown") else None)
+        kind, args = _message(site, worst)
+        yield engine.finding(module, model, call.node, name, kind,
+                             "warning" if worst in ("weak", "rtnl", "unknown") else None, **args)
     # `check`: what a read-side section the patch removed covered, judged as lockdep does
-    for call, name, message, severity in rcu_removed.findings(analysis, reported):
-        yield engine.finding(module, model, call.node, name, message, severity)
+    for call, name, severity, kind, args in rcu_removed.findings(analysis, reported):
+        yield engine.finding(module, model, call.node, name, kind, severity, **args)
 
 
 def _reader(state: frozenset, site: A.Site) -> bool:
@@ -103,19 +121,17 @@ def _kept(state: frozenset, site: A.Site, analysis: A.Analysis) -> bool:
         A.update_side_held(state, site.function, site.call.start, analysis.mutexes)
 
 
-def _message(site: A.Site, worst: str) -> str:
+def _message(site: A.Site, worst: str) -> tuple[str, dict[str, str]]:
+    """The message's name and arguments for a site judged `worst`."""
     call, need = site.call, site.need
+    unknown = "-unknown-entry" if worst == "unknown" else ""
+    entry = {"function": site.function.function.name} if unknown else {}
     if call.name not in P.DEREFERENCES:
-        said = f"{call.name}() needs an RCU read-side section and is called outside one{need.reason}"
-        return said + (_UNKNOWN_ENTRY.format(function=site.function.function.name) if worst == "unknown" else "")
-    what = f"{call.name}()"
+        return "callee-needs" + unknown, {"call": call.name, "reason": need.reason, **entry}
     if worst == "rtnl":
-        return (f"{what} under RTNL without {need.section} (lockdep splat): RTNL is the "
-                "update side, use rtnl_dereference() or rcu_dereference_rtnl()")
+        return "under-rtnl", {"call": call.name, "section": need.section}
     if worst == "weak":
-        return f"{what} without {need.section}: only another RCU flavour protects it (lockdep splat)"
+        return "other-flavour", {"call": call.name, "section": need.section}
     if need.condition_arg is not None and not need.strict:
-        said = f"{what} without the lock its condition names ({site.call.args[need.condition_arg]})"
-    else:
-        said = f"{what} outside {need.section}"
-    return said + (_UNKNOWN_ENTRY.format(function=site.function.function.name) if worst == "unknown" else "")
+        return "condition-lock" + unknown, {"call": call.name, "condition": call.args[need.condition_arg], **entry}
+    return "outside" + unknown, {"call": call.name, "section": need.section, **entry}

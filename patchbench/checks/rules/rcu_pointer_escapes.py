@@ -9,15 +9,21 @@ from __future__ import annotations
 from typing import Iterable
 
 from patchbench.checks import engine
-from patchbench.checks.finding import Finding
-from patchbench.checks.model import FileModel
+from patchbench.checks.finding import Finding, Place
+from patchbench.checks.model import CallSite, FileModel, Function
 from patchbench.checks import rcu_analysis as A
+from patchbench.checks import rcu_primitives as P
 
 ID = "rcu-pointer-escapes"
 SEVERITY = "error"
 MESSAGE = "a pointer obtained by rcu_dereference*() is used after its read-side section ended"
 
-_HOW = {"deref": "dereferenced", "pass": "passed to a call"}
+MESSAGES = {
+    "deref": "'{variable}' (from {primitive}() inside the read-side section) is dereferenced after the "
+             "section ended{also}; use it before the unlock or take a reference inside",
+    "pass": "'{variable}' (from {primitive}() inside the read-side section) is passed to a call after "
+            "the section ended{also}; use it before the unlock or take a reference inside",
+}
 
 MENTIONS = A.MENTIONS
 mentioned = A.mentioned
@@ -49,10 +55,14 @@ def check(model: FileModel) -> Iterable[Finding]:
         elif line not in lines[key]:
             lines[key].append(line)
     for key, (call, primitive, how) in first.items():
-        others = sorted(lines[key][1:])
-        also = f" (also at line{'s' if len(others) > 1 else ''} {', '.join(map(str, others))})" \
-            if others else ""
-        yield engine.finding(module, model, call.node, key[0],
-                             f"'{key[1]}' (from {primitive}() inside the read-side section) is "
-                             f"{_HOW[how]} after the section ended{also}; use it before the unlock "
-                             "or take a reference inside")
+        ended = _section_end(model.functions[key[0]], call)
+        yield engine.finding(module, model, call.node, key[0], how,
+                             related=Place("read-side section ended", ended.line) if ended else None,
+                             also=tuple(sorted(lines[key][1:])), variable=key[1], primitive=primitive)
+
+
+def _section_end(function: Function, use: CallSite) -> CallSite | None:
+    """The last release of a read-side section in the function before the use."""
+    released = [c for c in function.calls if P.SECTIONS.get(c.name, ("rtnl", 0))[0] != "rtnl"
+                and P.SECTIONS[c.name][1] < 0 and c.end <= use.start]
+    return released[-1] if released else None

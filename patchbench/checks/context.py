@@ -1,0 +1,134 @@
+"""What the rest of the tree says about the file being checked, passed in with it.
+
+The call index (patchbench.checks.callindex) is built from the whole tree; a TreeContext carries it
+with the root the checked paths are relative to and the mode (lint of a tree, or `check` of a
+series), and answers the analyses' questions about the tree. Without an index (ALONE) a file is
+judged alone. No analysis reads the tree any other way: not the working directory, not a global.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Way:
+    """One way into a function: the reader families (and "rtnl") held there, and whether what
+    holds is only partly known ("caller": the caller's own entry is unknown) or not at all
+    ("unknown": a registration whose context the facts table does not know)."""
+    families: frozenset
+    known: str = "yes"       # yes | caller | unknown
+
+
+
+@dataclass(frozen=True, eq=False)
+class TreeContext:
+    """What the rest of the tree says about the file being checked: the call index of its tree
+    (None: the file is judged alone), the root its paths are relative to (None: already relative
+    to the tree), and whether findings are compared with a parent's (`series`: patchbench check,
+    where only new ones are shown, so a dereference in a function of unknown entry is reported).
+    Passed with every file checked (FileModel.context): no verdict reads a module global."""
+    index: Any = None   # callindex.CallIndex
+    root: Path | None = None
+    series: bool = False
+
+    @property
+    def digest(self) -> str:
+        """The index's digest ("" for none) and the mode: part of every findings cache key."""
+        if self.index is None:
+            return ""
+        return self.index.digest + (":series" if self.series else "")
+
+    def reports_unknown(self) -> bool:
+        """Whether what a function of unknown entry needs is reported: by `check` (only new findings
+        are shown: a new dereference there) and where no index is known; not by `lint` of a tree,
+        whose existing code the index could not place."""
+        return self.index is None or self.series
+
+    def _lock_effect(self, lookup, name: str) -> tuple | None:
+        """The pair `lookup` (the name of a CallIndex method) finds for `name` (a wrapper's parameter names and
+        lock calls, a guard class's lock spelling and arguments), or None (also without an index)."""
+        index = self.index
+        if index is None:
+            return None
+        key = (lookup, name)
+        if key not in index._effects:   # the answers are read only, never changed by the callers
+            found = getattr(index, lookup)(name)
+            index._effects[key] = (found[0], found[1]) if found else None
+        return index._effects[key]
+
+    def wrapper(self, name: str) -> tuple[list[str], list[list[str]]] | None:
+        """(parameter names, [[lock spelling, argument text], ...]) of a header function that leaves
+        those locks taken (or released) in its caller (a subsystem's foo_chan_lock()), or None."""
+        return self._lock_effect("wrapper_of", name)
+
+    def effect(self, name: str) -> tuple[list[str], list[list[str]]] | None:
+        """(parameter names, [[lock spelling, argument text], ...]) of a global function of another
+        .c file that leaves those locks taken or released on some of its paths (a function that
+        unlocks the socket it is given when it fails), or None; None without an index."""
+        return self._lock_effect("effect_of", name)
+
+    def c_wrapper(self, name: str) -> tuple[list[str], list[list[str]]] | None:
+        """(parameter names, [[lock spelling, argument text], ...]) of a global function of a .c file
+        that leaves those locks taken (or released) in its caller, or None. Kept apart from
+        wrapper() (headers), which the lock rules use."""
+        return self._lock_effect("c_wrapper_of", name)
+
+    def guard_class(self, name: str) -> tuple[str, list[str]] | None:
+        """(lock spelling, argument texts with the guarded object as "_T") of a guard class a header
+        or .c file of the tree defines with DEFINE_GUARD / DEFINE_LOCK_GUARD_1 (see guard_classes),
+        when its definitions agree; None otherwise or without an index."""
+        return self._lock_effect("guard_of", name)
+
+    def registrations(self, name: str) -> list[tuple[str, str]]:
+        """(field, struct) of each registration of `name` anywhere in the tree (`.next = foo` in a
+        `struct seq_operations` initialiser); [] without an index."""
+        if self.index is None:
+            return []
+        return [(kind, struct) for _, kind, struct in self.index.regs(name)]
+
+    def need(self, name: str) -> tuple[str, str, int, str] | None:
+        """What the index knows `name` (defined in another file or a header) to need on entry:
+        see CallIndex.need_of; None without an index."""
+        return self.index.need_of(name) if self.index is not None else None
+
+    def opens_section(self, name: str) -> bool:
+        """Whether `name`, defined in another file, opens a read-side section of its own (see
+        CallIndex.opens_section); False without an index."""
+        return self.index is not None and self.index.opens_section(name)
+
+    def calls_a_need(self, source: bytes) -> bool:
+        """Whether a file's text calls a function the index knows to need an RCU read-side
+        section on entry; False without an index."""
+        return self.index is not None and self.index.calls_a_need(source)
+
+    def queue_wrappers(self) -> dict[str, list]:
+        """Header functions (static inline foo_stop_queue()) around tx queue spellings:
+        name -> [parameter names, [[spelling, queue argument text], ...]]; {} without an index."""
+        return self.index.queue_wrappers if self.index is not None else {}
+
+    def relative(self, path: str) -> str:
+        """`path` relative to the tree root, as the index names files."""
+        if self.root is None:
+            return path
+        return os.path.relpath(os.path.abspath(path), self.root)
+
+    def entries(self, path: str, name: str) -> list[Way]:
+        """The ways into the global function `name` defined in `path`, from the rest of the tree;
+        [Way(unknown)] when there is none, or no index is in use."""
+        if self.index is None:
+            return [Way(frozenset(), "unknown")]
+        return self.index.ways(self.relative(path), name) or [Way(frozenset(), "none")]
+
+    def siblings(self, path: str) -> list[dict]:
+        """The scans of the other .c files of `path`'s directory, in path order; [] without an
+        index (the file is judged alone)."""
+        if self.index is None:
+            return []
+        return [self.index.scan_of(number) for number in self.index.siblings(self.relative(path))]
+
+
+ALONE = TreeContext()   # a file judged without its tree

@@ -1,0 +1,63 @@
+"""A finding is data: its identity and SARIF fingerprint come from the rule, function, message name
+and arguments, never from the rendered text, and the related line a report quotes is a field.
+
+Every rule's message templates are reworded here; every finding of every rule keeps its identity
+and fingerprint, while its text changes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from patchbench.checks import engine
+from patchbench.report.sarif import fingerprint
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checks"
+
+
+def _all_findings() -> list:
+    found = []
+    for path in sorted(FIXTURES.rglob("*.c")):
+        found.extend(engine.check_source(str(path.relative_to(FIXTURES)), path.read_bytes()))
+    return found
+
+
+def _reworded(template: str) -> str:
+    return "in other words, " + template + " (reworded)"
+
+
+def test_rewording_every_message_keeps_identities_and_fingerprints(monkeypatch):
+    before = _all_findings()
+    assert {f.rule for f in before} == {module.ID for module in engine.rules()}, \
+        "the fixtures must give findings of every rule, or rewording proves nothing for the others"
+    for module in engine.rules():
+        monkeypatch.setattr(module, "MESSAGES", {kind: _reworded(text) for kind, text in module.MESSAGES.items()})
+    after = _all_findings()
+    assert len(after) == len(before)
+    for old, new in zip(before, after):
+        assert new.message != old.message and new.message.startswith("in other words, ")
+        assert new.identity() == old.identity()
+        assert fingerprint(new) == fingerprint(old)
+
+
+def test_arguments_decide_identity_and_lines_do_not():
+    source = (FIXTURES / "lock" / "imbalance_bugs.c").read_bytes()
+    here = engine.check_source("imbalance_bugs.c", source)
+    shifted = engine.check_source("imbalance_bugs.c", b"\n\n" + source)
+    assert here and [f.identity() for f in here] == [f.identity() for f in shifted]
+    assert [f.line + 2 for f in here] == [f.line for f in shifted]
+
+
+@pytest.mark.parametrize("rule, what", [("lock-imbalance", "lock taken"),
+                                        ("rcu-pointer-escapes", "read-side section ended"),
+                                        ("queue-wake-wrong-queue", "queue stopped")])
+def test_the_related_line_is_a_field_naming_the_right_source_line(rule, what):
+    found = [f for f in _all_findings() if f.rule == rule and f.related is not None]
+    assert found, f"no {rule} finding with a related line in the fixtures"
+    words = {"lock taken": ("lock", "guard", "_disable", "down"), "read-side section ended": ("unlock",),
+             "queue stopped": ("stop",)}[what]
+    for finding in found:
+        assert finding.related.what == what
+        line = (FIXTURES / finding.file).read_text().split("\n")[finding.related.line - 1]
+        assert any(word in line.lower() for word in words), (finding, line)
