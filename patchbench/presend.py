@@ -97,10 +97,10 @@ def read_settings(repo: Path) -> Settings:
 
 
 def _rule_ids(value: str) -> frozenset[str] | None:
-    from patchbench.checks import engine   # the rules' modules: only when a selection is configured
+    from patchbench.checks import registry   # the rules' modules: only when a selection is configured
 
     wanted = frozenset(filter(None, re.split(r"[\s,]+", value)))
-    unknown = sorted(wanted - {module.ID for module in engine.rules()})
+    unknown = sorted(wanted - {module.ID for module in registry.rules()})
     if unknown:
         raise NotChecked(f"git config patchbench.presend.rules names unknown rule(s): {', '.join(unknown)}")
     return wanted or None

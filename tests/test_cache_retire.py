@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from patchbench.checks import callindex, facts
+from patchbench.checks import callindex, facts, store
 from tests.support.fixture_tree import isolated_copy
 from tests.support.git_series import git
 
@@ -28,10 +28,10 @@ def _aged(path: Path, days: float) -> Path:
 
 def test_other_versions_unused_for_two_weeks_go_the_rest_stay(tmp_path):
     current = _aged(tmp_path / "0123456789abcdef", 30)
-    old = _aged(tmp_path / "fedcba9876543210", facts.STALE_DAYS + 1)
-    recent = _aged(tmp_path / "00000000000000aa", facts.STALE_DAYS - 1)
+    old = _aged(tmp_path / "fedcba9876543210", store.STALE_DAYS + 1)
+    recent = _aged(tmp_path / "00000000000000aa", store.STALE_DAYS - 1)
     foreign = _aged(tmp_path / "notes", 100)   # not a fingerprint: not ours to judge
-    facts.retire_other_versions(current)
+    store.retire_other_versions(current)
     assert not old.exists()
     assert recent.is_dir() and foreign.is_dir()
     assert (current / "entry.json").is_file()
@@ -77,9 +77,9 @@ def test_indexes_of_other_trees_unused_for_two_weeks_go_the_one_opened_stays(tmp
     in_use = built.directory / f"{built.digest}.sqlite"
     built_long_ago = time.time() - 30 * DAY
     os.utime(in_use, (built_long_ago, built_long_ago))
-    stale = _index_file(built.directory, "0" * 40 + ".sqlite", facts.STALE_DAYS + 1)
-    recent = _index_file(built.directory, "1" * 40 + ".sqlite", facts.STALE_DAYS - 1)
-    left_by_a_killed_build = _index_file(built.directory, "2" * 40 + ".4242.tmp", facts.STALE_DAYS + 1)
+    stale = _index_file(built.directory, "0" * 40 + ".sqlite", store.STALE_DAYS + 1)
+    recent = _index_file(built.directory, "1" * 40 + ".sqlite", store.STALE_DAYS - 1)
+    left_by_a_killed_build = _index_file(built.directory, "2" * 40 + ".4242.tmp", store.STALE_DAYS + 1)
     again = opened()
     assert again.digest == built.digest
     assert time.time() - in_use.stat().st_mtime < DAY

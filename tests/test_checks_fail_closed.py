@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from patchbench.checks import engine
+from patchbench.checks import registry
 from patchbench.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +26,7 @@ def _broken_check(model):
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_a_rule_that_raises_is_an_error_naming_rule_and_file(monkeypatch, capsys, tmp_path, jobs):
     monkeypatch.setenv("PATCHBENCH_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(engine.rule("ptr-ring-produce-unlocked"), "check", _broken_check)
+    monkeypatch.setattr(registry.rule("ptr-ring-produce-unlocked"), "check", _broken_check)
     code = main(["lint", "--jobs", jobs, "--format", "terse", str(OTHER), str(PLANTED)])
     out, err = capsys.readouterr()
     assert code == 2
@@ -39,7 +39,7 @@ def test_a_failed_rule_leaves_no_cached_answer(monkeypatch, capsys, tmp_path):
     """The failing run must not cache "no findings" for the file: the next good run finds the bug."""
     monkeypatch.setenv("PATCHBENCH_CACHE", str(tmp_path / "cache"))
     with monkeypatch.context() as patch:
-        patch.setattr(engine.rule("ptr-ring-produce-unlocked"), "check", _broken_check)
+        patch.setattr(registry.rule("ptr-ring-produce-unlocked"), "check", _broken_check)
         assert main(["lint", "--jobs", "1", str(PLANTED)]) == 2
     capsys.readouterr()
     assert main(["lint", "--jobs", "1", "--format", "terse", str(PLANTED)]) == 1

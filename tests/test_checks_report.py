@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from patchbench.checks import engine
+from patchbench.checks import checkfile, registry
 from patchbench.checks.finding import Finding
 from patchbench.cli import main
 from patchbench.report import sarif
@@ -177,7 +177,7 @@ def test_lint_exit_codes_and_formats(tmp_path, capsys, monkeypatch):
     code = main(["lint", str(FIXTURES / "ptr_ring"), str(FIXTURES / "lock"), "--format", "json", "-j", "2"])
     findings = json.loads(capsys.readouterr().out)["findings"]
     assert code == 1
-    expected = sum(len(engine.check_source(str(p), p.read_bytes()))
+    expected = sum(len(checkfile.check_source(str(p), p.read_bytes()))
                    for p in [*FIXTURES.glob("ptr_ring/*.c"), *FIXTURES.glob("lock/*.c")])
     assert len(findings) == expected >= 15
     assert any(f["rule"] == "lock-imbalance" and f["function"] == "bad_switch_case" for f in findings)
@@ -213,4 +213,4 @@ def test_lint_text_quotes_the_return_and_the_lock_it_still_holds(tmp_path, capsy
     assert [int(n) for n, _ in quoted] == [38, 30]
     assert [code for _, code in quoted] == [lines[37].expandtabs(8), lines[29].expandtabs(8)]
     assert "lock taken:" in block and "mutex_lock(&d->cfg_mutex)" in quoted[1][1]
-    assert re.search(rf"^Checked 1 C file, {len(engine.rules())} rules in \d+\.\d s: 7 findings\.$", text, re.M)
+    assert re.search(rf"^Checked 1 C file, {len(registry.rules())} rules in \d+\.\d s: 7 findings\.$", text, re.M)

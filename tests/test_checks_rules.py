@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from patchbench.checks import engine
+from patchbench.checks import checkfile
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checks"
 OUR_RULES = {"ptr-ring-consume-unlocked", "ptr-ring-produce-unlocked", "lock-imbalance"}
@@ -24,7 +24,7 @@ def expected(source: bytes) -> set[tuple[int, str]]:
 @pytest.mark.parametrize("fixture", FIXTURE_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_fixture_findings_are_exactly_the_marked_lines(fixture: Path):
     source = fixture.read_bytes()
-    found = engine.check_source(str(fixture), source, OUR_RULES)
+    found = checkfile.check_source(str(fixture), source, OUR_RULES)
     assert {(f.line, f.rule) for f in found} == expected(source)
 
 
@@ -37,7 +37,7 @@ def test_fixtures_hold_true_positives_for_every_rule():
 
 def test_messages_name_the_ring_and_the_missing_lock():
     source = (FIXTURES / "ptr_ring" / "consume_bugs.c").read_bytes()
-    found = {f.function: f for f in engine.check_source("consume_bugs.c", source, OUR_RULES)}
+    found = {f.function: f for f in checkfile.check_source("consume_bugs.c", source, OUR_RULES)}
     assert found["demo_consume_bare"].message == (
         "__ptr_ring_consume(q->tx_ring) without q->tx_ring's consumer_lock held here or in every caller")
     assert "on some paths" in found["demo_consume_unlock_on_one_path"].message
@@ -51,9 +51,9 @@ def test_suppression_needs_the_rule_id():
 	return __ptr_ring_consume(&q->ring);
 }
 """
-    assert [f.rule for f in engine.check_source("s.c", source, OUR_RULES)] == ["ptr-ring-consume-unlocked"]
+    assert [f.rule for f in checkfile.check_source("s.c", source, OUR_RULES)] == ["ptr-ring-consume-unlocked"]
     allowed = source.replace(b"allow(lock-imbalance)", b"allow(lock-imbalance, ptr-ring-consume-unlocked)")
-    assert engine.check_source("s.c", allowed, OUR_RULES) == []
+    assert checkfile.check_source("s.c", allowed, OUR_RULES) == []
 
 
 PRISTINE = ["drivers/net/tun.c", "drivers/net/tap.c", "drivers/vhost/net.c", "drivers/net/virtio_net.c",
@@ -64,7 +64,7 @@ PRISTINE = ["drivers/net/tun.c", "drivers/net/tap.c", "drivers/vhost/net.c", "dr
 @pytest.mark.kernel
 @pytest.mark.parametrize("path", PRISTINE)
 def test_pristine_61_files_have_no_lock_findings(kernel_tree: Path, path: str):
-    found = engine.check_source(path, (kernel_tree / path).read_bytes(), OUR_RULES)
+    found = checkfile.check_source(path, (kernel_tree / path).read_bytes(), OUR_RULES)
     assert found == []
 
 
@@ -72,7 +72,7 @@ def findings_of_mutation(kernel_tree: Path, path: str, old: bytes, new: bytes) -
     """(rule, function) of our findings on a 6.1 file with its first `old` (which must be there) made `new`."""
     source = (kernel_tree / path).read_bytes()
     assert old in source
-    found = engine.check_source(path, source.replace(old, new, 1), OUR_RULES)
+    found = checkfile.check_source(path, source.replace(old, new, 1), OUR_RULES)
     return [(f.rule, f.function) for f in found]
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from patchbench.checks import engine
+from patchbench.checks import checkfile
 from patchbench.checks.model import FileModel
 from tests.test_checks_rules import expected
 
@@ -57,7 +57,7 @@ def test_conditionals_and_iterator_shapes_give_exactly_the_marked_findings():
     source = FIXTURE.read_bytes()
     model = FileModel.build(str(FIXTURE), source)
     assert _functions_with_errors(model) == []
-    found = engine.check_source(str(FIXTURE), source, {"lock-imbalance"})
+    found = checkfile.check_source(str(FIXTURE), source, {"lock-imbalance"})
     assert {(f.line, f.rule) for f in found} == expected(source)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from patchbench.checks import engine
+from patchbench.checks import checkfile, registry
 from patchbench.report.sarif import fingerprint
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checks"
@@ -19,7 +19,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checks"
 def _all_findings() -> list:
     found = []
     for path in sorted(FIXTURES.rglob("*.c")):
-        found.extend(engine.check_source(str(path.relative_to(FIXTURES)), path.read_bytes()))
+        found.extend(checkfile.check_source(str(path.relative_to(FIXTURES)), path.read_bytes()))
     return found
 
 
@@ -29,9 +29,9 @@ def _reworded(template: str) -> str:
 
 def test_rewording_every_message_keeps_identities_and_fingerprints(monkeypatch):
     before = _all_findings()
-    assert {f.rule for f in before} == {module.ID for module in engine.rules()}, \
+    assert {f.rule for f in before} == {module.ID for module in registry.rules()}, \
         "the fixtures must give findings of every rule, or rewording proves nothing for the others"
-    for module in engine.rules():
+    for module in registry.rules():
         monkeypatch.setattr(module, "MESSAGES", {kind: _reworded(text) for kind, text in module.MESSAGES.items()})
     after = _all_findings()
     assert len(after) == len(before)
@@ -43,8 +43,8 @@ def test_rewording_every_message_keeps_identities_and_fingerprints(monkeypatch):
 
 def test_arguments_decide_identity_and_lines_do_not():
     source = (FIXTURES / "lock" / "imbalance_bugs.c").read_bytes()
-    here = engine.check_source("imbalance_bugs.c", source)
-    shifted = engine.check_source("imbalance_bugs.c", b"\n\n" + source)
+    here = checkfile.check_source("imbalance_bugs.c", source)
+    shifted = checkfile.check_source("imbalance_bugs.c", b"\n\n" + source)
     assert here and [f.identity() for f in here] == [f.identity() for f in shifted]
     assert [f.line + 2 for f in here] == [f.line for f in shifted]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from patchbench.checks import engine
+from patchbench.checks import checkfile
 
 IDIOMS = Path(__file__).resolve().parents[1] / "fixtures" / "checks" / "idioms"
 EXPECT = re.compile(r"expect: ([\w, -]+?) \*/\n(?:[^\n]*\n)*?[^\n(]*?\b(\w+)\(", re.M)
@@ -50,7 +50,7 @@ _reports: dict[str, dict[str, set[str]]] = {}
 def reported(name: str) -> dict[str, set[str]]:
     if name not in _reports:
         by_function: dict[str, set[str]] = {}
-        for finding in engine.check_source(f"fixtures/checks/idioms/{name}", (IDIOMS / name).read_bytes()):
+        for finding in checkfile.check_source(f"fixtures/checks/idioms/{name}", (IDIOMS / name).read_bytes()):
             by_function.setdefault(finding.function, set()).add(finding.rule)
         _reports[name] = by_function
     return _reports[name]

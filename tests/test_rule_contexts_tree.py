@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from patchbench.checks import callindex, engine
+from patchbench.checks import callindex, checkfile
 from patchbench.checks.context import TreeContext
 from patchbench.commands.lint import lint
 from tests.support.fixture_tree import isolated_copy
@@ -32,7 +32,7 @@ def series_findings(tree: Path, name: str) -> list:
     """helpers.c's RCU findings as `check` sees them: the index active in series mode."""
     context = TreeContext(callindex.from_files(tree, 1), tree, series=True)
     source = (tree / "drivers" / name).read_bytes()
-    return engine.check_source(str(tree / "drivers" / name), source, {"rcu-deref-unprotected"}, context=context)
+    return checkfile.check_source(str(tree / "drivers" / name), source, {"rcu-deref-unprotected"}, context=context)
 
 
 def test_header_wrapper_is_a_lock(tree):
@@ -114,15 +114,15 @@ def test_a_checkout_is_indexed_from_git_as_from_its_files(tree):
     (tree / "tools").mkdir()   # git is asked for .c and .h files outside tools/ and the like only
     (tree / "tools" / "user_space.c").write_text("int main(void)\n{\n}\n")
     (tree / "drivers" / "notes.txt").write_text("not C\n")
-    from_git = callindex._checkout_blobs(tree)
-    assert sorted(from_git) == sorted(callindex._walked_blobs(tree))
+    from_git = callindex.build._checkout_blobs(tree)
+    assert sorted(from_git) == sorted(callindex.build._walked_blobs(tree))
     assert {"drivers/new.c", "drivers/linked.h"} <= {path for path, _ in from_git}
     assert callindex.from_files(tree, 1).digest != walked
 
 
 def test_no_index_means_unknown_callers_and_a_warning_that_says_so():
     source = (TREE / "drivers" / "helpers.c").read_bytes()
-    found = [f for f in engine.check_source("helpers.c", source, {"rcu-deref-unprotected"})
+    found = [f for f in checkfile.check_source("helpers.c", source, {"rcu-deref-unprotected"})
              if f.function == "helper_reads"]
     assert [f.severity for f in found] == ["warning"]
     assert "what helper_reads() holds on entry is not established" in found[0].message

@@ -3,7 +3,7 @@ chosen by the op's internal flags. Fixtures of our own: fixtures/checks/genl/.""
 
 from pathlib import Path
 
-from patchbench.checks import engine
+from patchbench.checks import checkfile
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checks" / "genl"
 RULE = "rcu-deref-unprotected"
@@ -11,7 +11,7 @@ RULE = "rcu-deref-unprotected"
 
 def reported(name: str) -> set[str]:
     path = FIXTURES / name
-    return {f.function for f in engine.check_source(str(path), path.read_bytes(), {RULE})}
+    return {f.function for f in checkfile.check_source(str(path), path.read_bytes(), {RULE})}
 
 
 def test_a_doit_runs_under_the_lock_its_family_pre_doit_takes():

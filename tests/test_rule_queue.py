@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from patchbench.checks import engine
+from patchbench.checks import checkfile
 from patchbench.commands.lint import lint_files
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checks" / "queue"
@@ -52,7 +52,7 @@ _EXPECT = re.compile(r"/\* expect: ([a-z-]+) \*/")
 
 
 def lint(path: str, source: bytes):
-    return engine.check_source(path, source, QUEUE_RULES)
+    return checkfile.check_source(path, source, QUEUE_RULES)
 
 
 def test_every_fixture_is_in_the_table():

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from patchbench.checks import engine
+from patchbench.checks import checkfile
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checks" / "rcu"
 RULES = {"rcu-deref-unprotected", "rcu-pointer-escapes"}
@@ -74,7 +74,7 @@ def test_every_fixture_has_expectations():
 def test_fixture_findings(name):
     path = FIXTURES / name
     source = path.read_text()
-    found = engine.check_source(f"fixtures/checks/rcu/{name}", path.read_bytes(), RULES)
+    found = checkfile.check_source(f"fixtures/checks/rcu/{name}", path.read_bytes(), RULES)
     got = {(f.rule, f.severity, f.function, f.line) for f in found}
     want = {(rule, severity, function, line_of(source, marker))
             for rule, severity, function, marker in EXPECTED[name]}
@@ -83,10 +83,10 @@ def test_fixture_findings(name):
 
 def test_suppression_comment_silences_a_finding():
     source = (FIXTURES / "preconditions.c").read_bytes()
-    found = engine.check_source("preconditions.c", source, RULES)
+    found = checkfile.check_source("preconditions.c", source, RULES)
     assert not [f for f in found if f.function == "pre_suppressed"]
     unsuppressed = source.replace(b"patchbench: allow(rcu-deref-unprotected)", b"note:")
-    found = engine.check_source("preconditions.c", unsuppressed, RULES)
+    found = checkfile.check_source("preconditions.c", unsuppressed, RULES)
     assert [f.rule for f in found if f.function == "pre_suppressed"] == [DEREF]
 
 
@@ -94,15 +94,15 @@ def test_reference_taken_inside_the_section_is_what_makes_the_late_use_safe():
     source = (FIXTURES / "seed_escape.c").read_bytes()
     without_hold = source.replace(b"\tdev_hold(dev);\n\trcu_read_unlock();", b"\trcu_read_unlock();")
     assert without_hold != source
-    found = engine.check_source("seed_escape.c", without_hold, RULES)
+    found = checkfile.check_source("seed_escape.c", without_hold, RULES)
     assert {(f.rule, f.function) for f in found if f.function == "demo_wake_with_hold"} == \
         {(ESCAPE, "demo_wake_with_hold")}
 
 
 def test_messages_name_the_pointer_and_do_not_depend_on_lines():
     source = (FIXTURES / "seed_escape.c").read_bytes()
-    before = engine.check_source("seed_escape.c", source, RULES)
-    after = engine.check_source("seed_escape.c", b"\n\n\n" + source, RULES)
+    before = checkfile.check_source("seed_escape.c", source, RULES)
+    after = checkfile.check_source("seed_escape.c", b"\n\n\n" + source, RULES)
     assert [f.identity() for f in before] == [f.identity() for f in after]
     late = next(f for f in before if f.function == "demo_ring_consume_late_wake")
     assert "'dev'" in late.message and "rcu_dereference()" in late.message
@@ -161,8 +161,8 @@ def test_correct_shape_depends_on_its_protection(name, old, new, function, rule)
     source = (FIXTURES / name).read_bytes()
     edited = source.replace(old.encode(), new.encode())
     assert edited != source
-    before = [f for f in engine.check_source(name, source, RULES) if f.function == function]
-    after = [f for f in engine.check_source(name, edited, RULES) if f.function == function]
+    before = [f for f in checkfile.check_source(name, source, RULES) if f.function == function]
+    after = [f for f in checkfile.check_source(name, edited, RULES) if f.function == function]
     assert before == []
     assert {f.rule for f in after} == ({rule} if rule else set())
 
@@ -177,7 +177,7 @@ def test_update_side_is_the_lock_the_file_writes_the_field_under():
 
     def reported(text: bytes) -> bool:
         return any(f.function == "us_peek_other_lock" and f.rule == ESCAPE
-                   for f in engine.check_source("update_side.c", text, RULES))
+                   for f in checkfile.check_source("update_side.c", text, RULES))
     assert reported(source)
     assert reported(source.replace(protected, b"\told = NULL;\n"))            # the write says
     assert reported(source.replace(write, b""))                               # the condition says
@@ -190,13 +190,13 @@ def test_one_finding_per_escaping_value_naming_its_other_uses():
     from patchbench.checks.patches import new_findings
     source = (FIXTURES / "escape_repeats.c").read_bytes()
     text = source.decode()
-    found = [f for f in engine.check_source("escape_repeats.c", source, RULES) if f.rule == ESCAPE]
+    found = [f for f in checkfile.check_source("escape_repeats.c", source, RULES) if f.rule == ESCAPE]
     assert len(found) == 1 and found[0].repeats == 2
     assert f"(also at lines {line_of(text, '(o->b);')}, {line_of(text, 'o->a + o->b')})" in found[0].message
     more = source.replace(b"\ter_report(o->b);\n", b"\ter_report(o->b);\n\ter_report(o->a * 2);\n")
     fewer = source.replace(b"\ter_report(o->b);\n", b"")
     shifted = source.replace(b"void er_report(int v);\n", b"void er_report(int v);\n\n\n")
-    after = {name: [f for f in engine.check_source("escape_repeats.c", edited, RULES) if f.rule == ESCAPE]
+    after = {name: [f for f in checkfile.check_source("escape_repeats.c", edited, RULES) if f.rule == ESCAPE]
              for name, edited in (("more", more), ("fewer", fewer), ("shifted", shifted))}
     assert new_findings(found, after["more"]) == after["more"]
     assert new_findings(found, after["fewer"]) == []

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from patchbench.checks import engine
+from patchbench.checks import checkfile
 from patchbench.checks.context import TreeContext
 
 RULES = {"rcu-deref-unprotected", "rcu-pointer-escapes"}
@@ -84,7 +84,7 @@ def context_61(kernel_tree) -> TreeContext:
 @pytest.fixture
 def lint(context_61):
     """Findings of the rules on a file's text, judged in the 6.1 tree."""
-    return lambda path, source: engine.check_source(path, source, RULES, context=context_61)
+    return lambda path, source: checkfile.check_source(path, source, RULES, context=context_61)
 
 
 @pytest.mark.kernel

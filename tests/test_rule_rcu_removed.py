@@ -1,7 +1,7 @@
 """rcu-deref-unprotected on a read-side section a patch removed (`check` shows the rule the parent's
 text): what the section covered is judged as lockdep judges it. Hand-written code of our own."""
 
-from patchbench.checks import engine
+from patchbench.checks import checkfile
 from patchbench.checks.model import FileModel
 
 DEREF = "rcu-deref-unprotected"
@@ -16,7 +16,7 @@ struct net_device_ops { int (*ndo_change_rx_flags)(struct net_device *dev, int c
 def findings(old: str, new: str, previous: bool = True):
     model = FileModel.build("drivers/net/demo.c", (HEADER + new).encode())
     model.previous = (HEADER + old).encode() if previous else None
-    return [f for f in engine.check_model(model, {DEREF}) if "this patch removes" in f.message]
+    return [f for f in checkfile.check_model(model, {DEREF}) if "this patch removes" in f.message]
 
 
 WALK_UNDER_RTNL = """
@@ -135,7 +135,7 @@ def test_a_read_turned_into_rtnl_dereference_under_rtnl_may_leave_its_section():
     assert findings(old, new) == []
     # left a plain rcu_dereference(): under RTNL only, a lockdep splat
     kept = RTNL_DEREF % ("", "rcu_dereference", "")
-    assert [f.function for f in engine.check_model(_model(kept, old), {DEREF})] == ["demo_change"]
+    assert [f.function for f in checkfile.check_model(_model(kept, old), {DEREF})] == ["demo_change"]
 
 
 def _model(new: str, old: str) -> FileModel:

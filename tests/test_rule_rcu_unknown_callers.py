@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from patchbench.checks import callindex, engine
+from patchbench.checks import callindex, checkfile
 from patchbench.checks.context import TreeContext
 from patchbench.commands.lint import lint
 from tests.support.fixture_tree import isolated_copy
@@ -35,6 +35,6 @@ def test_lint_reports_no_read_whose_only_way_in_is_unknown(tree):
 def test_check_warns_that_the_entry_is_not_established(tree):
     context = TreeContext(callindex.from_files(tree, 1), tree, series=True)
     path = tree / "drivers" / "mesh.c"
-    found = engine.check_source(str(path), path.read_bytes(), {"rcu-deref-unprotected"}, context=context)
+    found = checkfile.check_source(str(path), path.read_bytes(), {"rcu-deref-unprotected"}, context=context)
     assert {(f.function, f.severity) for f in found} == {("fast_forward", "warning")}
     assert all("not established" in f.message for f in found)

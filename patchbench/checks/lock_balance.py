@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from types import ModuleType
 
-from patchbench.checks import engine, kfacts, locks, summaries
+from patchbench.checks import kfacts, locks, registry, summaries
 from patchbench.checks.finding import Finding, Place
 from patchbench.checks.model import FileModel, Function, squeeze
 
@@ -123,7 +123,7 @@ def _check_function(model: FileModel, summary: summaries.Summary, rule: ModuleTy
         node = min((n for n, _ in holding), key=lambda n: n.start_byte)
         spelled = _spelling(model, function, key)
         taken = _taken_at(model, function, key)
-        findings.append(engine.finding(
+        findings.append(registry.finding(
             rule, model, node, function.name, "held-released-elsewhere" if releasing else "held",
             related=Place("lock taken", taken.line) if taken is not None else None,
             lock=spelled, function=function.name))
@@ -134,7 +134,7 @@ def _check_function(model: FileModel, summary: summaries.Summary, rule: ModuleTy
         if _flags_handed_out(model, function, key):
             continue
         node = min((n for n, state in exits if ("implied", implied, key) in state), key=lambda n: n.start_byte)
-        findings.append(engine.finding(
+        findings.append(registry.finding(
             rule, model, node, function.name, "other-flavour", lock=_spelling(model, function, key),
             function=function.name, disabled="softirqs" if implied == "bh" else "interrupts"))
     return findings + _double_locks(model, summary, rule)
@@ -232,7 +232,7 @@ def _double_locks(model: FileModel, summary: summaries.Summary, rule: ModuleType
         if any(("held", key) in state and ("caller", key) not in state
                for state in summary.result.states_at(call)):
             reported.add(key)
-            findings.append(engine.finding(
+            findings.append(registry.finding(
                 rule, model, call.node, function.name, "taken-twice",
                 related=Place("lock taken", model.source.count(b"\n", 0, first_taken[key]) + 1),
                 call=call.name, args=", ".join(call.args), function=function.name))
@@ -304,7 +304,7 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary, rule: ModuleT
                 and not any(("branch", text, truth) in state for text, truth in callers)
                 for state in states):
             reported.add(key)
-            findings.append(engine.finding(
+            findings.append(registry.finding(
                 rule, model, call.node, function.name, "released-unheld",
                 call=call.name, args=", ".join(call.args), function=function.name))
     return findings

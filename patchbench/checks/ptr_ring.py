@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from types import ModuleType
 
-from patchbench.checks import engine, kfacts, locks, summaries
+from patchbench.checks import kfacts, locks, registry, summaries
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import CallSite, FileModel, Function
 
@@ -48,7 +48,7 @@ _SINGLE_CONSUMER_RINGS = kfacts.names("ptr_ring", "single_consumer_rings")
 
 
 def check_side(model: FileModel, rule: ModuleType, side: str) -> list[Finding]:
-    if not engine.mentions(model.source, MENTIONS):
+    if not registry.mentions(model.source, MENTIONS):
         return []   # the common case, decided without walking the tree
     resizes = any(c.name in _RESIZE for f in model.functions.values() for c in f.calls)
     wanted = PRIMITIVES[side] | (RESIZE_SENSITIVE if side == "consumer" and resizes else set())
@@ -66,7 +66,7 @@ def check_side(model: FileModel, rule: ModuleType, side: str) -> list[Finding]:
         holding = [any(_covers(key, ring, lock_name) for key in locks.held(s)) for s in states]
         if all(holding) or _exempt(model, function, call) or (side == "consumer" and ring in _SINGLE_CONSUMER_RINGS):
             continue
-        findings.append(engine.finding(rule, model, call.node, function.name,
+        findings.append(registry.finding(rule, model, call.node, function.name,
                                        "unlocked-on-some-paths" if any(holding) else "unlocked",
                                        "warning" if call.name in RESIZE_SENSITIVE else None,
                                        call=call.name, ring=call.args[0].lstrip("&") if call.args else "the ring",
@@ -126,6 +126,6 @@ def _created_space_misuse(model: FileModel, rule: ModuleType, calls: list[CallSi
         ring = _ring_key(model, function, call)
         if any(c.name == "__ptr_ring_consume_batched" and c.end <= call.start
                and _ring_key(model, function, c) == ring for c in function.calls):
-            findings.append(engine.finding(rule, model, call.node, function.name, "created-space-after-batch",
+            findings.append(registry.finding(rule, model, call.node, function.name, "created-space-after-batch",
                                            ring=ring))
     return findings

@@ -18,7 +18,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Iterator
 
-from patchbench.checks import engine, kfacts, summaries
+from patchbench.checks import kfacts, registry, summaries
 from patchbench.checks.callindex import local_includes
 from patchbench.checks.context import TreeContext
 from patchbench.checks.finding import Finding, Place
@@ -55,11 +55,11 @@ def _stop_words(context: TreeContext) -> tuple[bytes, ...]:
 
 def findings(rule_id: str, model: FileModel) -> Iterator[Finding]:
     """The findings of one of the two queue rules."""
-    module = engine.rule(rule_id)
+    module = registry.rule(rule_id)
     for verdict in analyse(model):
         if verdict.rule == rule_id:
             stop = verdict.stop
-            yield engine.finding(module, model, verdict.site.line, verdict.site.function.name,
+            yield registry.finding(module, model, verdict.site.line, verdict.site.function.name,
                                  verdict.kind, verdict.severity,
                                  Place("queue stopped", stop.line) if stop is not None else None, **verdict.args)
 
@@ -77,7 +77,7 @@ _CACHE: dict[str, tuple[FileModel, list[Verdict]]] = {}
 
 
 def _analyse(model: FileModel) -> list[Verdict]:
-    if not engine.mentions(model.source, stop_words(model.context)):
+    if not registry.mentions(model.source, stop_words(model.context)):
         return []  # most files never stop a queue: skip the query
     found = collect(model)
     sides = Sides(model)

@@ -38,7 +38,7 @@ from patchbench.checks.context import Way
 from patchbench.checks.model import CallSite, FileModel, Function, squeeze
 from patchbench.checks import rcu_functions as F
 from patchbench.checks import rcu_primitives as P
-from patchbench.checks import rcu_removed
+from patchbench.checks import rcu_sections_removed
 
 ROUNDS = 8
 MAX_LEVEL = 4
@@ -675,7 +675,7 @@ def _analyse(model: FileModel) -> Analysis:
     infos = {name: F.function_info(model, f, helpers, lines) for name, f in functions.items()}
     # In-file helpers whose stated precondition callers must meet.
     helpers.update({name: P.HELPER_NEED for name, info in infos.items() if info.requires_reader})
-    removed = rcu_removed.removed_sections(model)   # check: functions the patch took a section from
+    removed = rcu_sections_removed.removed_sections(model)   # check: functions the patch took a section from
     for name, info in infos.items():
         info.relevant = info.relevant or name in removed or any(c.name in helpers for c in info.function.calls)
     known_locks = frozenset(key for info in infos.values() for key in info.owned_locks)

@@ -24,15 +24,16 @@ Code that always read so is never judged this way: only a patch that removes the
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 
 from patchbench.checks import kfacts
 from patchbench.checks.context import TreeContext
-from patchbench.checks.model import CallSite, FileModel, Function
+from patchbench.checks.model import CallSite, Function
 from patchbench.checks import rcu_functions as F
 from patchbench.checks import rcu_primitives as P
+from patchbench.checks import rcu_analysis
+from patchbench.checks.rcu_sections_removed import removed_sections
 
 # Readers a removed section's code may be judged against: every reader family.
 ANY_READER = P.READERS
@@ -40,85 +41,6 @@ ANY_READER = P.READERS
 REMOVAL = {name: entry for name, entry in kfacts.table()["rcu"].get("removal", {}).items()}
 # In-file call depth of the summaries.
 DEPTH = 4
-
-
-@dataclass(frozen=True)
-class Removed:
-    families: frozenset     # explicit reader families the patch took away
-    lines: frozenset        # lines of the new text the removed sections covered
-    opener: str             # a removed opening call, for messages ("rcu_read_lock")
-
-
-def _opens(function: Function) -> dict[str, list[CallSite]]:
-    """Explicit read-side opens of the function by family (calls and guards)."""
-    found: dict[str, list[CallSite]] = {}
-    for call in function.calls:
-        section = P.SECTIONS.get(call.name)
-        if section is not None and section[1] > 0 and section[0] in P.READ_SECTIONS:
-            found.setdefault(section[0], []).append(call)
-            continue
-        guard = kfacts.guard_op(call.name)
-        if guard is not None and guard[1].is_reader and guard[1].kind in P.READ_SECTIONS:
-            found.setdefault(guard[1].kind, []).append(call)
-    return found
-
-
-def _span(function: Function, family: str, opens: list[CallSite]) -> range:
-    """Lines from the family's first open to its last close (or the function's end)."""
-    first = min(call.line for call in opens)
-    ends = [call.line for call in function.calls
-            if P.SECTIONS.get(call.name) == (family, -1) and call.line >= first]
-    if any(kfacts.guard_op(call.name) for call in opens) or not ends:
-        ends.append(function.end_line)
-    return range(first, max(ends) + 1)
-
-
-def removed_sections(model: FileModel) -> dict[str, Removed]:
-    """Function name -> what the patch removed, for the functions that lost a section."""
-    if model.previous is None:
-        return {}
-    return model.memo("rcu.removed", lambda: _removed(model))
-
-
-def _removed(model: FileModel) -> dict[str, Removed]:
-    if model.previous == model.source:
-        return {}
-    old_model = FileModel.build(model.path, model.previous)
-    found = {}
-    old_lines = model.previous.split(b"\n")
-    new_lines = model.source.split(b"\n")
-    for name, function in sorted(model.functions.items()):
-        old = old_model.functions.get(name)
-        if old is None:
-            continue
-        before, now = _opens(old), _opens(function)
-        lost = sorted(family for family, calls in before.items() if len(calls) > len(now.get(family, [])))
-        if not lost:
-            continue
-        covered_old = set()
-        for family in lost:
-            covered_old.update(_span(old, family, before[family]))
-        covered = _map(old_lines, old, new_lines, function, covered_old)
-        if covered:
-            opener = before[lost[0]][0].name
-            found[name] = Removed(frozenset(lost), frozenset(covered), opener)
-    return found
-
-
-def _map(old_lines: list[bytes], old: Function, new_lines: list[bytes], new: Function,
-         covered_old: set[int]) -> set[int]:
-    """Lines of `new` whose counterpart in `old` (same text, or a replaced block) was covered."""
-    a = [line.strip() for line in old_lines[old.start_line - 1:old.end_line]]
-    b = [line.strip() for line in new_lines[new.start_line - 1:new.end_line]]
-    covered = set()
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            covered.update(new.start_line + j1 + k for k in range(j2 - j1)
-                           if old.start_line + i1 + k in covered_old)
-        elif tag == "replace" and any(old.start_line + i in covered_old for i in range(i1, i2)):
-            covered.update(new.start_line + j for j in range(j1, j2))
-    return covered
 
 
 _REMOVED = "{call}() needs {what}{inner}: this patch removes the {opener}() section that covered it"
@@ -196,7 +118,6 @@ class Judge:
     """Wants of calls (in-file callees summarised) and verdicts, over one file's analysis."""
 
     def __init__(self, analysis):
-        from patchbench.checks import rcu_analysis   # it imports this module
         self.A = rcu_analysis
         self.analysis = analysis
         self.requires_reader = {name for name, info in analysis.infos.items() if info.requires_reader}

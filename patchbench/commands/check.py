@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 
 from patchbench import patchchecks
-from patchbench.checks import engine
+from patchbench.checks import registry
 from patchbench.checks.patches import PatchCheck, SeriesCheck, check_applied
 from patchbench.commands.apply import add_apply_arguments, apply_from_args
 from patchbench.commands.runner_options import add_runner_arguments
@@ -72,7 +72,7 @@ def apply_and_check(args) -> CheckRun:
 
     `args` without `add_check_arguments`' options (another command's parser) runs every check."""
     started = time.monotonic()
-    rules, check_ids = patchchecks.select(getattr(args, "checks", "all"), [rule.ID for rule in engine.rules()])
+    rules, check_ids = patchchecks.select(getattr(args, "checks", "all"), [rule.ID for rule in registry.rules()])
     with Progress("check", args.format) as progress:
         progress.stage("reading and applying the series")
         series, applied = apply_from_args(args)

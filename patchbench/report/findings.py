@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchbench.checks import engine
+from patchbench.checks import registry
 from patchbench.checks.finding import Finding
 from patchbench.report import sarif
 from patchbench.report.quote import Context, context
@@ -137,7 +137,7 @@ def lint_report(findings: list[Finding], files: list[str], seconds: float | None
 
 
 def _rule_ids() -> list[str]:
-    return [rule.ID for rule in engine.rules()]
+    return [rule.ID for rule in registry.rules()]
 
 
 def render(report: Report, fmt: str) -> str:

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 
 from patchbench import __version__
-from patchbench.checks import engine
+from patchbench.checks import registry
 from patchbench.checks.finding import Finding
 from patchbench.report.quote import Context
 
@@ -84,7 +84,7 @@ def _failure_result(failure: Failure, rule_index: dict[str, int]) -> dict:
 
 def to_sarif(findings: list[Finding], contexts: list[Context] | None = None,
              failure: Failure | None = None) -> dict:
-    rules = engine.rules()
+    rules = registry.rules()
     descriptors = [_descriptor(rule) for rule in rules] + [{
         "id": APPLY_RULE, "name": APPLY_RULE,
         "shortDescription": {"text": "a patch of the series does not apply to the base"},

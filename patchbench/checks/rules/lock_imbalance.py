@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from patchbench.checks import engine, kfacts, lock_balance
+from patchbench.checks import kfacts, lock_balance, registry
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel
 
@@ -40,4 +40,4 @@ MENTIONS = _mentions()
 
 
 def check(model: FileModel) -> Iterable[Finding]:
-    return lock_balance.findings(model, engine.rule(ID))
+    return lock_balance.findings(model, registry.rule(ID))

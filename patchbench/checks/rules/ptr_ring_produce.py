@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from patchbench.checks import engine, ptr_ring
+from patchbench.checks import ptr_ring, registry
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel
 
@@ -18,4 +18,4 @@ MENTIONS = ptr_ring.MENTIONS
 
 
 def check(model: FileModel) -> Iterable[Finding]:
-    return ptr_ring.check_side(model, engine.rule(ID), "producer")
+    return ptr_ring.check_side(model, registry.rule(ID), "producer")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from patchbench.checks import cparse, engine
+from patchbench.checks import cparse, registry
 from patchbench.checks.context import TreeContext
 from patchbench.checks.finding import Finding
 from patchbench.checks.model import FileModel
@@ -53,7 +53,7 @@ def reaches(source: bytes, context: TreeContext) -> bool:
 
 
 def check(model: FileModel) -> Iterable[Finding]:
-    module = engine.rule(ID)
+    module = registry.rule(ID)
     analysis = A.analyse(model)
     dereferenced = set()
     if P.ACCESS.encode() in model.source:   # the query only matches its calls: skip the tree walk
@@ -66,12 +66,12 @@ def check(model: FileModel) -> Iterable[Finding]:
         if call.name == A.USE:
             if call.args[1] == "deref" and any(("a", call.args[0]) in s and not _kept(s, site, analysis)
                                                for s in site.states):
-                yield engine.finding(module, model, call.node, name, "access-alias", variable=call.args[0])
+                yield registry.finding(module, model, call.node, name, "access-alias", variable=call.args[0])
             continue
         if call.name == P.ACCESS:
             if call.node in dereferenced and site.states and \
                     not all(_kept(s, site, analysis) for s in site.states):
-                yield engine.finding(module, model, call.node, name, "access")
+                yield registry.finding(module, model, call.node, name, "access")
             continue
         if not site.states:
             continue
@@ -102,11 +102,11 @@ def check(model: FileModel) -> Iterable[Finding]:
             worst = "unknown"
         reported.add(call.start)
         kind, args = _message(site, worst)
-        yield engine.finding(module, model, call.node, name, kind,
+        yield registry.finding(module, model, call.node, name, kind,
                              "warning" if worst in ("weak", "rtnl", "unknown") else None, **args)
     # `check`: what a read-side section the patch removed covered, judged as lockdep does
     for call, name, severity, kind, args in rcu_removed.findings(analysis, reported):
-        yield engine.finding(module, model, call.node, name, kind, severity, **args)
+        yield registry.finding(module, model, call.node, name, kind, severity, **args)
 
 
 def _reader(state: frozenset, site: A.Site) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from patchbench.checks import engine
+from patchbench.checks import registry
 from patchbench.checks.finding import Finding, Place
 from patchbench.checks.model import CallSite, FileModel, Function
 from patchbench.checks import rcu_analysis as A
@@ -30,7 +30,7 @@ mentioned = A.mentioned
 
 
 def check(model: FileModel) -> Iterable[Finding]:
-    module = engine.rule(ID)
+    module = registry.rule(ID)
     # one finding per value escaping: its first use after the section, naming the others (the
     # fix is one: move the unlock or take a reference), keyed by the function, the local and
     # the reads it holds the value of
@@ -56,7 +56,7 @@ def check(model: FileModel) -> Iterable[Finding]:
             lines[key].append(line)
     for key, (call, primitive, how) in first.items():
         ended = _section_end(model.functions[key[0]], call)
-        yield engine.finding(module, model, call.node, key[0], how,
+        yield registry.finding(module, model, call.node, key[0], how,
                              related=Place("read-side section ended", ended.line) if ended else None,
                              also=tuple(sorted(lines[key][1:])), variable=key[1], primitive=primitive)
 

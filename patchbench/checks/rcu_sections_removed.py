@@ -1,0 +1,93 @@
+"""Read-side sections a patch removed: the functions that had more explicit read-side sections
+in the patch's parent (`FileModel.previous`) than they have now, and the lines of the new text the
+removed sections covered (the parent's lines from its first open to its last close, mapped by a
+line diff of the function). What those lines need is judged in rcu_removed.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from patchbench.checks.model import CallSite, FileModel, Function
+from patchbench.checks import kfacts
+from patchbench.checks import rcu_primitives as P
+
+
+@dataclass(frozen=True)
+class Removed:
+    families: frozenset     # explicit reader families the patch took away
+    lines: frozenset        # lines of the new text the removed sections covered
+    opener: str             # a removed opening call, for messages ("rcu_read_lock")
+
+
+def _opens(function: Function) -> dict[str, list[CallSite]]:
+    """Explicit read-side opens of the function by family (calls and guards)."""
+    found: dict[str, list[CallSite]] = {}
+    for call in function.calls:
+        section = P.SECTIONS.get(call.name)
+        if section is not None and section[1] > 0 and section[0] in P.READ_SECTIONS:
+            found.setdefault(section[0], []).append(call)
+            continue
+        guard = kfacts.guard_op(call.name)
+        if guard is not None and guard[1].is_reader and guard[1].kind in P.READ_SECTIONS:
+            found.setdefault(guard[1].kind, []).append(call)
+    return found
+
+
+def _span(function: Function, family: str, opens: list[CallSite]) -> range:
+    """Lines from the family's first open to its last close (or the function's end)."""
+    first = min(call.line for call in opens)
+    ends = [call.line for call in function.calls
+            if P.SECTIONS.get(call.name) == (family, -1) and call.line >= first]
+    if any(kfacts.guard_op(call.name) for call in opens) or not ends:
+        ends.append(function.end_line)
+    return range(first, max(ends) + 1)
+
+
+def removed_sections(model: FileModel) -> dict[str, Removed]:
+    """Function name -> what the patch removed, for the functions that lost a section."""
+    if model.previous is None:
+        return {}
+    return model.memo("rcu.removed", lambda: _removed(model))
+
+
+def _removed(model: FileModel) -> dict[str, Removed]:
+    if model.previous == model.source:
+        return {}
+    old_model = FileModel.build(model.path, model.previous)
+    found = {}
+    old_lines = model.previous.split(b"\n")
+    new_lines = model.source.split(b"\n")
+    for name, function in sorted(model.functions.items()):
+        old = old_model.functions.get(name)
+        if old is None:
+            continue
+        before, now = _opens(old), _opens(function)
+        lost = sorted(family for family, calls in before.items() if len(calls) > len(now.get(family, [])))
+        if not lost:
+            continue
+        covered_old = set()
+        for family in lost:
+            covered_old.update(_span(old, family, before[family]))
+        covered = _map(old_lines, old, new_lines, function, covered_old)
+        if covered:
+            opener = before[lost[0]][0].name
+            found[name] = Removed(frozenset(lost), frozenset(covered), opener)
+    return found
+
+
+def _map(old_lines: list[bytes], old: Function, new_lines: list[bytes], new: Function,
+         covered_old: set[int]) -> set[int]:
+    """Lines of `new` whose counterpart in `old` (same text, or a replaced block) was covered."""
+    a = [line.strip() for line in old_lines[old.start_line - 1:old.end_line]]
+    b = [line.strip() for line in new_lines[new.start_line - 1:new.end_line]]
+    covered = set()
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            covered.update(new.start_line + j1 + k for k in range(j2 - j1)
+                           if old.start_line + i1 + k in covered_old)
+        elif tag == "replace" and any(old.start_line + i in covered_old for i in range(i1, i2)):
+            covered.update(new.start_line + j for j in range(j1, j2))
+    return covered
