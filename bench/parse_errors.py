@@ -20,8 +20,8 @@ import tree_sitter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from patchbench.checks import cparse  # noqa: E402
-from patchbench.checks.model import FileModel  # noqa: E402
+from patchbench.checks.engine import parse as cparse   # noqa: E402
+from patchbench.checks.engine.model import FileModel   # noqa: E402
 from tests.support.kernel import KERNELS, kernel_repo  # noqa: E402
 
 AREAS = ("drivers/net", "net")

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from patchbench.checks.finding import Finding
+from patchbench.checks.engine.finding import Finding
 from patchbench.errors import BadInput
 from patchbench.series import Series, load_series
 from patchbench.tree import ApplyResult
@@ -97,7 +97,7 @@ def read_settings(repo: Path) -> Settings:
 
 
 def _rule_ids(value: str) -> frozenset[str] | None:
-    from patchbench.checks import registry   # the rules' modules: only when a selection is configured
+    from patchbench.checks.engine import registry   # the rules' modules: only when a selection is configured
 
     wanted = frozenset(filter(None, re.split(r"[\s,]+", value)))
     unknown = sorted(wanted - {module.ID for module in registry.rules()})
@@ -283,7 +283,7 @@ def check_outgoing(repo: Path, series: Series, settings: Settings,
 
 
 def _check(repo: Path, series: Series, settings: Settings, progress: Progress) -> Verdict:
-    from patchbench.checks.patches import check_applied
+    from patchbench.checks.run.series import check_applied
     from patchbench.tree import apply_series, series_ref
 
     git = Git(open_repository(repo))

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from patchbench.checks import callindex, facts, store
+from patchbench.checks import callindex
+from patchbench.checks.run import cache as findings_cache
+from patchbench.checks.engine import blob_store
 from tests.support.fixture_tree import isolated_copy
 from tests.support.git_series import git
 
@@ -28,10 +30,10 @@ def _aged(path: Path, days: float) -> Path:
 
 def test_other_versions_unused_for_two_weeks_go_the_rest_stay(tmp_path):
     current = _aged(tmp_path / "0123456789abcdef", 30)
-    old = _aged(tmp_path / "fedcba9876543210", store.STALE_DAYS + 1)
-    recent = _aged(tmp_path / "00000000000000aa", store.STALE_DAYS - 1)
+    old = _aged(tmp_path / "fedcba9876543210", blob_store.STALE_DAYS + 1)
+    recent = _aged(tmp_path / "00000000000000aa", blob_store.STALE_DAYS - 1)
     foreign = _aged(tmp_path / "notes", 100)   # not a fingerprint: not ours to judge
-    store.retire_other_versions(current)
+    blob_store.retire_other_versions(current)
     assert not old.exists()
     assert recent.is_dir() and foreign.is_dir()
     assert (current / "entry.json").is_file()
@@ -47,7 +49,7 @@ def test_lint_retires_old_facts_and_index_directories(tmp_path, monkeypatch):
     lint([str(tree / "drivers")], jobs=1)
     assert not stale_facts.exists() and not stale_index.exists()
     assert kept_index.is_dir()
-    assert (tmp_path / "cache" / "facts" / facts.checker_fingerprint()).is_dir()
+    assert (tmp_path / "cache" / "facts" / findings_cache.checker_fingerprint()).is_dir()
 
 
 def _index_file(directory: Path, name: str, days: float) -> Path:
@@ -77,9 +79,9 @@ def test_indexes_of_other_trees_unused_for_two_weeks_go_the_one_opened_stays(tmp
     in_use = built.directory / f"{built.digest}.sqlite"
     built_long_ago = time.time() - 30 * DAY
     os.utime(in_use, (built_long_ago, built_long_ago))
-    stale = _index_file(built.directory, "0" * 40 + ".sqlite", store.STALE_DAYS + 1)
-    recent = _index_file(built.directory, "1" * 40 + ".sqlite", store.STALE_DAYS - 1)
-    left_by_a_killed_build = _index_file(built.directory, "2" * 40 + ".4242.tmp", store.STALE_DAYS + 1)
+    stale = _index_file(built.directory, "0" * 40 + ".sqlite", blob_store.STALE_DAYS + 1)
+    recent = _index_file(built.directory, "1" * 40 + ".sqlite", blob_store.STALE_DAYS - 1)
+    left_by_a_killed_build = _index_file(built.directory, "2" * 40 + ".4242.tmp", blob_store.STALE_DAYS + 1)
     again = opened()
     assert again.digest == built.digest
     assert time.time() - in_use.stat().st_mtime < DAY

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from patchbench.checks import registry
+from patchbench.checks.engine import registry
 from patchbench.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]

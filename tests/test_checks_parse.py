@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from patchbench.checks import cparse, flow
-from patchbench.checks.model import FileModel
+from patchbench.checks.engine import parse as cparse
+from patchbench.checks.engine import flow
+from patchbench.checks.engine.model import FileModel
 
 KERNEL_SHAPES = b"""static const u8 table[4] __aligned(8) = { 1, 2, 3, 4 };
 

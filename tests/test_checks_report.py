@@ -9,8 +9,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from patchbench.checks import checkfile, registry
-from patchbench.checks.finding import Finding
+from patchbench.checks.run import checkfile
+from patchbench.checks.engine import registry
+from patchbench.checks.engine.finding import Finding
 from patchbench.cli import main
 from patchbench.report import sarif
 from patchbench.report.findings import Checked, FailedPatch, PatchLine, Report, SeriesHeader, render

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from patchbench.checks import checkfile
+from patchbench.checks.run import checkfile
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checks"
 OUR_RULES = {"ptr-ring-consume-unlocked", "ptr-ring-produce-unlocked", "lock-imbalance"}

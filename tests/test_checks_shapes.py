@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from patchbench.checks import checkfile
-from patchbench.checks.model import FileModel
+from patchbench.checks.run import checkfile
+from patchbench.checks.engine.model import FileModel
 from tests.test_checks_rules import expected
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "checks" / "flow" / "preproc_and_iterators.c"

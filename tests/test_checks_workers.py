@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from patchbench.checks import workers
+from patchbench.checks.engine import pool
 from patchbench.commands.lint import lint
 from patchbench.errors import CheckFailed
 from tests.support.git_series import commit_files, format_patch, git
@@ -67,12 +67,12 @@ def test_a_worker_that_dies_is_an_error_naming_its_task():
             os._exit(3)
         return task
     with pytest.raises(CheckFailed, match=r"worker died \(exit 3\) while checking b.c"):
-        workers.run_all(die, ["a.c", "b.c", "c.c", "d.c"], 2)
+        pool.run_all(die, ["a.c", "b.c", "c.c", "d.c"], 2)
 
 
 def test_results_come_back_in_task_order_across_recycled_workers(monkeypatch):
-    monkeypatch.setattr(workers, "TASKS_PER_WORKER", 3)
-    results = workers.run_all(lambda n: (n, os.getpid()), list(range(40)), 2)
+    monkeypatch.setattr(pool, "TASKS_PER_WORKER", 3)
+    results = pool.run_all(lambda n: (n, os.getpid()), list(range(40)), 2)
     assert [n for n, _ in results] == list(range(40))
     assert len({pid for _, pid in results}) >= 40 // 3   # each worker served at most 3 tasks
 
@@ -165,7 +165,7 @@ def test_largest_tasks_are_handed_out_first_and_results_keep_task_order():
     the other does the three small ones (in task order the large one would start last and run
     alone at the end), and every result still comes back at its task's place."""
     tasks = [0.1, 0.1, 0.1, 0.8]
-    results = workers.run_all(_pid_after_sleeping, tasks, 2, sizes=[1, 1, 1, 8])
+    results = pool.run_all(_pid_after_sleeping, tasks, 2, sizes=[1, 1, 1, 8])
     assert [seconds for seconds, _ in results] == tasks
     large_worker = results[3][1]
     assert all(pid != large_worker for _, pid in results[:3]), "the small tasks share the other worker"

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from patchbench.checks import checkfile, registry
+from patchbench.checks.run import checkfile
+from patchbench.checks.engine import registry
 from patchbench.report.sarif import fingerprint
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checks"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from patchbench.checks import checkfile
+from patchbench.checks.run import checkfile
 
 IDIOMS = Path(__file__).resolve().parents[1] / "fixtures" / "checks" / "idioms"
 EXPECT = re.compile(r"expect: ([\w, -]+?) \*/\n(?:[^\n]*\n)*?[^\n(]*?\b(\w+)\(", re.M)

@@ -87,7 +87,7 @@ def test_hygiene_does_not_count_code_the_patch_only_moves():
 
 
 def test_sarif_gives_a_commit_message_finding_no_location():
-    from patchbench.checks.finding import Finding
+    from patchbench.checks.engine.finding import Finding
     from patchbench.report import sarif
 
     found = [Finding("signoff", "error", "", 0, "", "no Signed-off-by: from the author", patch=1),

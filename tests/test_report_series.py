@@ -20,7 +20,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from patchbench.checks import registry
+from patchbench.checks.engine import registry
 from patchbench.cli import main
 from tests.support.git_series import format_patch, git
 from tests.support.ring_series import TAP, TUN, TUN_HELPER, WAKE_PATCH, commit_series, tap_patch, tun_patch

@@ -3,7 +3,7 @@ chosen by the op's internal flags. Fixtures of our own: fixtures/checks/genl/.""
 
 from pathlib import Path
 
-from patchbench.checks import checkfile
+from patchbench.checks.run import checkfile
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checks" / "genl"
 RULE = "rcu-deref-unprotected"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from patchbench.checks import checkfile
+from patchbench.checks.run import checkfile
 from patchbench.commands.lint import lint_files
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checks" / "queue"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from patchbench.checks import checkfile
+from patchbench.checks.run import checkfile
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checks" / "rcu"
 RULES = {"rcu-deref-unprotected", "rcu-pointer-escapes"}
@@ -187,7 +187,7 @@ def test_update_side_is_the_lock_the_file_writes_the_field_under():
 def test_one_finding_per_escaping_value_naming_its_other_uses():
     """er_late_uses uses o on three lines after the section: one finding at the first, naming
     the other two; a patch adding a use is new for `check`, one removing a use is not."""
-    from patchbench.checks.patches import new_findings
+    from patchbench.checks.run.series import new_findings
     source = (FIXTURES / "escape_repeats.c").read_bytes()
     text = source.decode()
     found = [f for f in checkfile.check_source("escape_repeats.c", source, RULES) if f.rule == ESCAPE]

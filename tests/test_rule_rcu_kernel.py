@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from patchbench.checks import checkfile
-from patchbench.checks.context import TreeContext
+from patchbench.checks.run import checkfile
+from patchbench.checks.engine.context import TreeContext
 
 RULES = {"rcu-deref-unprotected", "rcu-pointer-escapes"}
 DEREF, ESCAPE = "rcu-deref-unprotected", "rcu-pointer-escapes"

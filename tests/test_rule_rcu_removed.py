@@ -1,8 +1,8 @@
 """rcu-deref-unprotected on a read-side section a patch removed (`check` shows the rule the parent's
 text): what the section covered is judged as lockdep judges it. Hand-written code of our own."""
 
-from patchbench.checks import checkfile
-from patchbench.checks.model import FileModel
+from patchbench.checks.run import checkfile
+from patchbench.checks.engine.model import FileModel
 
 DEREF = "rcu-deref-unprotected"
 

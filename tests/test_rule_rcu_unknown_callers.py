@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from patchbench.checks import callindex, checkfile
-from patchbench.checks.context import TreeContext
+from patchbench.checks import callindex
+from patchbench.checks.run import checkfile
+from patchbench.checks.engine.context import TreeContext
 from patchbench.commands.lint import lint
 from tests.support.fixture_tree import isolated_copy
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
-from patchbench.checks.patches import check_applied
+from patchbench.checks.run.series import check_applied
 from patchbench.dispatch.console import clean_line, splats
 from patchbench.errors import BadInput
 from patchbench.series import load_series

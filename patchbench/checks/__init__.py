@@ -1,12 +1,18 @@
 """Stage 4: tree-sitter analysis of kernel C, one rule module each, findings by identity.
 
-    cparse     offset-preserving pre-pass + tree-sitter-c parse; queries loaded from queries/*.scm
-    model      FileModel: functions, call sites, local aliases and types, registrations, call graph
-    flow       path-sensitive walk of one body with a rule's Transfer (held-on-all-paths, exits)
-    summaries  fixpoint of walks over the file's call graph (entry facts from callers, exit effects)
-    locks      lock semantics as a Transfer, shared by the lock rules
-    engine     rule discovery, suppression comments, check_source()
-    facts      findings cached by git blob id; process pool for many files
-    patches    a series: findings new in each applied patch
-    rules/     one module per rule: ID, SEVERITY, MESSAGE, check(model)
+The layers, bottom up; a module imports only from its own layer and those below it
+(tests/test_checks_layers.py holds every import to this):
+
+    kernel/     the kernel facts table (facts.toml) and its reader (facts.py): every kernel name
+                the checker knows, and why
+    engine/     parse (pre-pass + tree-sitter-c, queries from queries/*.scm), model (FileModel:
+                functions, calls, aliases, registrations), flow (a path-sensitive walk of one body),
+                predicates, summaries (fixpoints over a file's call graph), finding (findings as
+                data), context (what the rest of the tree says, passed in with each file),
+                registry (the rules and the finding builder), pool (forked workers), blob_store
+    callindex/  the tree index: scan (one file), store, index (callers and ways in), build
+    analyses/   locks, lock_balance, ptr_ring, rcu/ and queue/: what holds where, as verdicts
+    rules/      one thin module per rule: ID, SEVERITY, MESSAGES, check(model)
+    run/        checkfile (the rules on one file, suppressions), cache (findings by blob id),
+                series (findings new in each applied patch)
 """

@@ -23,7 +23,7 @@ from patchbench.report import jobs as jobs_report
 from patchbench.tree import ApplyResult
 
 if TYPE_CHECKING:
-    from patchbench.checks.patches import SeriesCheck
+    from patchbench.checks.run.series import SeriesCheck
 
 
 def add_parser(subparsers) -> None:

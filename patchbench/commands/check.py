@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass
 
 from patchbench import patchchecks
-from patchbench.checks import registry
-from patchbench.checks.patches import PatchCheck, SeriesCheck, check_applied
+from patchbench.checks.engine import registry
+from patchbench.checks.run.series import PatchCheck, SeriesCheck, check_applied
 from patchbench.commands.apply import add_apply_arguments, apply_from_args
 from patchbench.commands.runner_options import add_runner_arguments
 from patchbench.report.findings import FORMATS, Report, render, series_report

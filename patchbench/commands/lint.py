@@ -12,9 +12,10 @@ import time
 from functools import partial
 from pathlib import Path
 
-from patchbench.checks import callindex, facts
-from patchbench.checks.context import TreeContext
-from patchbench.checks.finding import Finding
+from patchbench.checks import callindex
+from patchbench.checks.run import cache as findings_cache
+from patchbench.checks.engine.context import TreeContext
+from patchbench.checks.engine.finding import Finding
 from patchbench.errors import BadInput
 from patchbench.report.findings import FORMATS, lint_report, render
 from patchbench.report.progress import Progress
@@ -56,7 +57,7 @@ def _lint_file(context: TreeContext, task: tuple[str, bool]) -> list[Finding]:
         source = Path(path).read_bytes()
     except OSError as exc:
         raise BadInput(f"{path}: {exc.strerror}") from None
-    found = facts.findings_for(path, source, context, use_cache)
+    found = findings_cache.findings_for(path, source, context, use_cache)
     if _progress is not None:
         _progress.tick()
     return found
@@ -82,7 +83,7 @@ def lint_files(files: list[str], jobs: int = 1, use_cache: bool = True,
         # a directory at a time, so that a worker's call index answers stay warm for the
         # directory it is in (largest first over the whole tree cost a sixteenth more CPU on
         # 7.2), and within it the largest files first, so that no worker ends alone on a big one
-        found = facts.parallel(partial(_lint_file, TreeContext(index, root)),
+        found = findings_cache.parallel(partial(_lint_file, TreeContext(index, root)),
                                [(path, use_cache) for path in _by_directory(files)], jobs)
     finally:
         _progress = None

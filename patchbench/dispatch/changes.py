@@ -43,7 +43,7 @@ class ChangedFunction:
 def changed_functions(repo: Path, old: str, new: str, paths: list[str]) -> list[ChangedFunction]:
     """The functions of `new` whose definition holds a line the diff old..new added or changed, or
     borders a line it removed; in file then line order."""
-    from patchbench.checks.model import FileModel   # the parser's imports cost; only boots need it
+    from patchbench.checks.engine.model import FileModel   # the parser's imports cost; only boots need it
 
     found: list[ChangedFunction] = []
     for path in sorted(p for p in paths if p.endswith(".c")):

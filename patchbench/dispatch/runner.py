@@ -16,7 +16,7 @@ from patchbench.dispatch.wire import job_id
 from patchbench.tree import AppliedPatch, ApplyResult
 
 if TYPE_CHECKING:
-    from patchbench.checks.patches import SeriesCheck
+    from patchbench.checks.run.series import SeriesCheck
 
 
 def plan(applied: ApplyResult, target: Target, *, objects: bool = True, kernel: bool = False,
@@ -53,7 +53,7 @@ def check_jobs(applied: ApplyResult) -> list[CheckJob]:
 
 def series_check(applied: ApplyResult, results: list[JobResult]) -> SeriesCheck:
     """The series' check assembled from its check jobs' results, as check_applied would give it."""
-    from patchbench.checks.patches import PatchCheck, SeriesCheck
+    from patchbench.checks.run.series import PatchCheck, SeriesCheck
 
     patches = [PatchCheck(r.patch, r.commit, r.objects, r.findings) for r in results]
     for patch in patches:
@@ -116,7 +116,7 @@ def execute(job: Job, ctx: Context) -> JobResult:
 
 def run_check(job: CheckJob) -> JobResult:
     """The static checks of one patch, as a job (the farm runs these too)."""
-    from patchbench.checks.patches import check_applied   # the checker's imports cost; builds need none
+    from patchbench.checks.run.series import check_applied   # the checker's imports cost; builds need none
 
     start = time.monotonic()
     applied = ApplyResult(job.repo, job.parent, "", [AppliedPatch(job.patch, job.commit, job.parent,

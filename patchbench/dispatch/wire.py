@@ -13,7 +13,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from patchbench.checks.finding import Finding
+from patchbench.checks.engine.finding import Finding
 from patchbench.dispatch.coverage import FunctionCoverage
 from patchbench.dispatch.jobs import BootJob, CheckJob, Job, JobResult, KernelJob, ObjectsJob, Target
 from patchbench.dispatch.kconfig import NETDEV_FRAGMENT, KernelConfig

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from types import ModuleType
 
-from patchbench.checks.finding import Finding
-from patchbench.checks.patches import SeriesCheck
+from patchbench.checks.engine.finding import Finding
+from patchbench.checks.run.series import SeriesCheck
 from patchbench.errors import BadInput
 from patchbench.patchchecks import checks as checks_package
 from patchbench.patchchecks.context import Options, PatchContext, Skip, open_context

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from patchbench.checks.finding import Finding
+from patchbench.checks.engine.finding import Finding
 from patchbench.tree.git import Git, open_repository
 from patchbench.errors import BadInput
 from patchbench.mail.content import message_trailers

@@ -16,14 +16,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchbench.checks import registry
-from patchbench.checks.finding import Finding
+from patchbench.checks.engine import registry
+from patchbench.checks.engine.finding import Finding
 from patchbench.report import sarif
 from patchbench.report.quote import Context, context
 from patchbench.tree.git import Git, open_repository
 
 if TYPE_CHECKING:   # annotations only: `lint` need not import the mail and series stages
-    from patchbench.checks.patches import SeriesCheck
+    from patchbench.checks.run.series import SeriesCheck
     from patchbench.series import Patch, Series
     from patchbench.tree import ApplyResult
 

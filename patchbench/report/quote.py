@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from patchbench.checks.finding import Finding
+from patchbench.checks.engine.finding import Finding
 
 
 @dataclass

@@ -15,8 +15,8 @@ import json
 from dataclasses import dataclass
 
 from patchbench import __version__
-from patchbench.checks import registry
-from patchbench.checks.finding import Finding
+from patchbench.checks.engine import registry
+from patchbench.checks.engine.finding import Finding
 from patchbench.report.quote import Context
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

@@ -13,7 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable
 
-from patchbench.checks import store, workers
+from patchbench.checks.engine import blob_store
+from patchbench.checks.engine import pool
 from patchbench.tree.git import BlobReader, Git, GitFailed
 from patchbench.checks.callindex.index import CallIndex
 from patchbench.checks.callindex.scan import scan
@@ -87,7 +88,7 @@ def _build(blobs: list[tuple[str, str]], source: tuple[str, Path], jobs: int) ->
         return _in_use(digest, directory)
     _SOURCE.append(source)
     try:
-        summaries = workers.parallel(_scan_blob, [(path, blob, directory) for path, blob in blobs], jobs)
+        summaries = pool.parallel(_scan_blob, [(path, blob, directory) for path, blob in blobs], jobs)
     finally:
         _SOURCE.remove(source)
         while _READER:
@@ -107,7 +108,7 @@ def _in_use(digest: str, directory: Path) -> CallIndex:
     no run has used for STALE_DAYS goes: other fingerprints' directories, other trees' indexes
     (one per base checked or tree linted, 130-160 MB for a kernel) and partial ones a killed build
     left behind. The scans stay (shared by blob id; a new base rescans only its changed files)."""
-    store.retire_other_versions(directory)
+    blob_store.retire_other_versions(directory)
     stored = directory / f"{digest}.sqlite"
     try:
         os.utime(stored)
@@ -115,7 +116,7 @@ def _in_use(digest: str, directory: Path) -> CallIndex:
     except OSError:
         entries = []   # a read-only cache: nothing is noted or removed
     for entry in entries:
-        if entry != stored and entry.suffix in (".sqlite", ".tmp") and store.unused(entry):
+        if entry != stored and entry.suffix in (".sqlite", ".tmp") and blob_store.unused(entry):
             try:
                 entry.unlink()
             except OSError:
@@ -265,7 +266,7 @@ def _walked_blobs(root: Path) -> list[tuple[str, str]]:
         for name in files:
             if indexed(relative + name):
                 try:
-                    blobs.append((relative + name, store.blob_id((root / relative / name).read_bytes())))
+                    blobs.append((relative + name, blob_store.blob_id((root / relative / name).read_bytes())))
                 except OSError:
                     continue
     return blobs
@@ -298,7 +299,7 @@ def _checkout_blobs(root: Path) -> list[tuple[str, str]] | None:
     for path in hashed:
         staged.pop(path, None)
         try:
-            staged[path] = store.blob_id((root / path).read_bytes())
+            staged[path] = blob_store.blob_id((root / path).read_bytes())
         except OSError:
             continue   # deleted, or a directory (a symlink to one, a submodule)
     return list(staged.items())

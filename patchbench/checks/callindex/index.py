@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from patchbench.checks import kfacts
-from patchbench.checks.context import Way
+from patchbench.checks.kernel import facts as kfacts
+from patchbench.checks.engine.context import Way
 from patchbench.checks.callindex.scan import _CALL, _SECTION_BITS, _WORDS_ONLY, _context_families, _families
 from patchbench.checks.callindex.store import _load_scan, _recently_used, _remember
 

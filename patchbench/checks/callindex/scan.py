@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from patchbench.checks import kfacts
+from patchbench.checks.kernel import facts as kfacts
 
 
 # Bump when scan() changes what it records: every stored scan and index is then rebuilt.

@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from patchbench.checks import kfacts
+from patchbench.checks.kernel import facts as kfacts
 from patchbench.checks.callindex.scan import SCAN_VERSION
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from patchbench.checks import kfacts, lock_balance, registry
-from patchbench.checks.finding import Finding
-from patchbench.checks.model import FileModel
+from patchbench.checks.kernel import facts as kfacts
+from patchbench.checks.analyses import lock_balance
+from patchbench.checks.engine import registry
+from patchbench.checks.engine.finding import Finding
+from patchbench.checks.engine.model import FileModel
 
 ID = "lock-imbalance"
 SEVERITY = "error"

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from patchbench.checks import ptr_ring, registry
-from patchbench.checks.finding import Finding
-from patchbench.checks.model import FileModel
+from patchbench.checks.analyses import ptr_ring
+from patchbench.checks.engine import registry
+from patchbench.checks.engine.finding import Finding
+from patchbench.checks.engine.model import FileModel
 
 ID = "ptr-ring-consume-unlocked"
 SEVERITY = "error"

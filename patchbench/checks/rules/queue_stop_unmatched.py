@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from patchbench.checks.finding import Finding
-from patchbench.checks.model import FileModel
-from patchbench.checks import queue_flow
+from patchbench.checks.engine.finding import Finding
+from patchbench.checks.engine.model import FileModel
+from patchbench.checks.analyses.queue import flow as queue_flow
 
 ID = queue_flow.STOP_UNMATCHED
 SEVERITY = "error"

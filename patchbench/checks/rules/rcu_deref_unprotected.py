@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from patchbench.checks import cparse, registry
-from patchbench.checks.context import TreeContext
-from patchbench.checks.finding import Finding
-from patchbench.checks.model import FileModel
-from patchbench.checks import rcu_analysis as A
-from patchbench.checks import rcu_functions as F
-from patchbench.checks import rcu_primitives as P
-from patchbench.checks import rcu_removed
+from patchbench.checks.engine import parse as cparse
+from patchbench.checks.engine import registry
+from patchbench.checks.engine.context import TreeContext
+from patchbench.checks.engine.finding import Finding
+from patchbench.checks.engine.model import FileModel
+from patchbench.checks.analyses.rcu import analysis as A
+from patchbench.checks.analyses.rcu import functions as F
+from patchbench.checks.analyses.rcu import primitives as P
+from patchbench.checks.analyses.rcu import removed as rcu_removed
 
 ID = "rcu-deref-unprotected"
 SEVERITY = "error"

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from patchbench.checks import registry
-from patchbench.checks.finding import Finding, Place
-from patchbench.checks.model import CallSite, FileModel, Function
-from patchbench.checks import rcu_analysis as A
-from patchbench.checks import rcu_primitives as P
+from patchbench.checks.engine import registry
+from patchbench.checks.engine.finding import Finding, Place
+from patchbench.checks.engine.model import CallSite, FileModel, Function
+from patchbench.checks.analyses.rcu import analysis as A
+from patchbench.checks.analyses.rcu import primitives as P
 
 ID = "rcu-pointer-escapes"
 SEVERITY = "error"

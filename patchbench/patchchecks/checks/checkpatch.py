@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 
-from patchbench.checks.finding import Finding
+from patchbench.checks.engine.finding import Finding
 from patchbench.patchchecks.context import PatchContext, run_tool
 
 ID = "checkpatch"

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 
-from patchbench.checks.finding import Finding
+from patchbench.checks.engine.finding import Finding
 from patchbench.patchchecks.context import PatchContext, message_finding, run_tool
 from patchbench.tree import AppliedPatch
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from patchbench.checks.finding import Finding
+from patchbench.checks.engine.finding import Finding
 from patchbench.mail.content import message_trailers
 from patchbench.patchchecks.context import PatchContext, message_finding, netdev_facts
 

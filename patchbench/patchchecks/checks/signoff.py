@@ -7,7 +7,7 @@ sends the patch, the sender signs off too, last (they are the last to handle it)
 
 from __future__ import annotations
 
-from patchbench.checks.finding import Finding
+from patchbench.checks.engine.finding import Finding
 from patchbench.patchchecks.context import PatchContext, message_finding
 
 ID = "signoff"

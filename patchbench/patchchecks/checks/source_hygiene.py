@@ -14,7 +14,7 @@ from functools import lru_cache
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
-from patchbench.checks.finding import Finding
+from patchbench.checks.engine.finding import Finding
 from patchbench.patchchecks.context import PatchContext, netdev_facts
 
 ID = "source-hygiene"

@@ -18,16 +18,16 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Iterator
 
-from patchbench.checks import kfacts, registry, summaries
+from patchbench.checks.kernel import facts as kfacts
+from patchbench.checks.engine import registry
+from patchbench.checks.engine import summaries
 from patchbench.checks.callindex import local_includes
-from patchbench.checks.context import TreeContext
-from patchbench.checks.finding import Finding, Place
-from patchbench.checks.model import FileModel, Function
-from patchbench.checks.queue_context import OTHER_NAME, RECOVERY_NAME, TEARDOWN_NAME, Sides
-from patchbench.checks.queue_ordering import (QueueFacts, barrier_functions, lost_wakeup, publishers,
-                                                    unordered)
-from patchbench.checks.queue_sites import (SPELLINGS, STOP_UNMATCHED, WRONG_QUEUE, QueueSite, QueueSites,
-                                                 Verdict, collect, same_queue, tree_wrappers)
+from patchbench.checks.engine.context import TreeContext
+from patchbench.checks.engine.finding import Finding, Place
+from patchbench.checks.engine.model import FileModel, Function
+from patchbench.checks.analyses.queue.sides import OTHER_NAME, RECOVERY_NAME, TEARDOWN_NAME, Sides
+from patchbench.checks.analyses.queue.ordering import QueueFacts, barrier_functions, lost_wakeup, publishers, unordered
+from patchbench.checks.analyses.queue.sites import SPELLINGS, STOP_UNMATCHED, WRONG_QUEUE, QueueSite, QueueSites, Verdict, collect, same_queue, tree_wrappers
 
 # The flow-control stop spellings.
 _STOPS = frozenset(name for name, (action, scope, _, _) in SPELLINGS.items()

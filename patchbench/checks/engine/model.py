@@ -29,8 +29,9 @@ from typing import Any, Callable, Iterable
 
 import tree_sitter
 
-from patchbench.checks import cparse, kfacts
-from patchbench.checks.context import ALONE, TreeContext
+from patchbench.checks.engine import parse as cparse
+from patchbench.checks.kernel import facts as kfacts
+from patchbench.checks.engine.context import ALONE, TreeContext
 
 # Everything the model reads from the tree, in one pass (one query, one pattern per fact).
 _SHAPES = cparse.query("""

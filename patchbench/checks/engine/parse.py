@@ -34,7 +34,7 @@ LANGUAGE = tree_sitter.Language(tree_sitter_c.language())
 
 # The queries are data in the top-level queries/ directory; patchbench/queries links to it, so that
 # they are found at the same place inside the package in a checkout and in an installed wheel.
-QUERIES_DIR = Path(__file__).resolve().parents[1] / "queries"
+QUERIES_DIR = Path(__file__).resolve().parents[2] / "queries"
 
 _BARE_ANNOTATIONS = (
     "__rcu __user __iomem __percpu __force __bitwise __private __kernel __safe __nocast "

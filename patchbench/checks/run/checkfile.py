@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from types import ModuleType
 
-from patchbench.checks import registry
-from patchbench.checks.context import ALONE, TreeContext
-from patchbench.checks.finding import Finding
-from patchbench.checks.model import FileModel
+from patchbench.checks.engine import registry
+from patchbench.checks.engine.context import ALONE, TreeContext
+from patchbench.checks.engine.finding import Finding
+from patchbench.checks.engine.model import FileModel
 from patchbench.errors import CheckFailed
 
 _ALLOW = re.compile(rb"patchbench:\s*allow\(([^)]*)\)")

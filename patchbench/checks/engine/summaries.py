@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Callable, Iterable
 
-from patchbench.checks import flow
-from patchbench.checks.model import FileModel, Function
+from patchbench.checks.engine import flow
+from patchbench.checks.engine.model import FileModel, Function
 
 ROUNDS = 4
 

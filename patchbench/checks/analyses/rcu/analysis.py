@@ -33,12 +33,15 @@ from dataclasses import dataclass, field
 
 import tree_sitter
 
-from patchbench.checks import flow, kfacts, locks, summaries
-from patchbench.checks.context import Way
-from patchbench.checks.model import CallSite, FileModel, Function, squeeze
-from patchbench.checks import rcu_functions as F
-from patchbench.checks import rcu_primitives as P
-from patchbench.checks import rcu_sections_removed
+from patchbench.checks.engine import flow
+from patchbench.checks.kernel import facts as kfacts
+from patchbench.checks.analyses import locks
+from patchbench.checks.engine import summaries
+from patchbench.checks.engine.context import Way
+from patchbench.checks.engine.model import CallSite, FileModel, Function, squeeze
+from patchbench.checks.analyses.rcu import functions as F
+from patchbench.checks.analyses.rcu import primitives as P
+from patchbench.checks.analyses.rcu import sections_removed as rcu_sections_removed
 
 ROUNDS = 8
 MAX_LEVEL = 4

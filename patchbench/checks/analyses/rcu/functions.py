@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 
 import tree_sitter
 
-from patchbench.checks import cparse, kfacts, locks
-from patchbench.checks.model import CallSite, FileModel, Function, squeeze
-from patchbench.checks import rcu_primitives as P
+from patchbench.checks.engine import parse as cparse
+from patchbench.checks.kernel import facts as kfacts
+from patchbench.checks.analyses import locks
+from patchbench.checks.engine.model import CallSite, FileModel, Function, squeeze
+from patchbench.checks.analyses.rcu import primitives as P
 
 USE = "<use>"    # name of the pseudo call sites that stand for uses of pointer locals
 ESCAPES = "rcu-pointer-escapes"        # queries/<id>.scm

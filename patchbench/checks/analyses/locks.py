@@ -30,8 +30,10 @@ import re
 
 import tree_sitter
 
-from patchbench.checks import cparse, flow, kfacts
-from patchbench.checks.model import SCOPED_GUARDS, CallSite, FileModel, Function, squeeze
+from patchbench.checks.engine import parse as cparse
+from patchbench.checks.engine import flow
+from patchbench.checks.kernel import facts as kfacts
+from patchbench.checks.engine.model import SCOPED_GUARDS, CallSite, FileModel, Function, squeeze
 
 
 LockOp = kfacts.LockOp

@@ -45,8 +45,10 @@ from typing import Hashable, Iterable
 
 import tree_sitter
 
-from patchbench.checks import cparse, kfacts, predicates
-from patchbench.checks.model import CallSite, Function, squeeze
+from patchbench.checks.engine import parse as cparse
+from patchbench.checks.kernel import facts as kfacts
+from patchbench.checks.engine import predicates
+from patchbench.checks.engine.model import CallSite, Function, squeeze
 
 State = Hashable
 MAX_STATES = 64          # distinct states kept per program point; beyond, branch tags are forgotten, then paths dropped

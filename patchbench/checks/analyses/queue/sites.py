@@ -27,9 +27,10 @@ from functools import cached_property
 
 import tree_sitter
 
-from patchbench.checks import cparse, kfacts
-from patchbench.checks.context import TreeContext
-from patchbench.checks.model import CallSite, FileModel, Function
+from patchbench.checks.engine import parse as cparse
+from patchbench.checks.kernel import facts as kfacts
+from patchbench.checks.engine.context import TreeContext
+from patchbench.checks.engine.model import CallSite, FileModel, Function
 
 # Spelling -> (action, scope, how the queue is named, argument position): the kernel facts table.
 #   action: stop | wake | start;  scope: one | all | detach (teardown of every queue)

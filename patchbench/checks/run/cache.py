@@ -16,9 +16,13 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
 
-from patchbench.checks import checkfile, cparse, registry, store, workers
-from patchbench.checks.context import ALONE, TreeContext
-from patchbench.checks.finding import Finding
+from patchbench.checks.run import checkfile
+from patchbench.checks.engine import parse as cparse
+from patchbench.checks.engine import registry
+from patchbench.checks.engine import blob_store
+from patchbench.checks.engine import pool
+from patchbench.checks.engine.context import ALONE, TreeContext
+from patchbench.checks.engine.finding import Finding
 
 Task = TypeVar("Task")
 
@@ -26,9 +30,9 @@ Task = TypeVar("Task")
 @lru_cache(maxsize=1)
 def checker_fingerprint() -> str:
     digest = hashlib.sha1()
-    package = Path(__file__).resolve().parent
-    for path in sorted([*package.rglob("*.py"), *package.glob("*.toml"), *cparse.QUERIES_DIR.glob("*.scm")]):
-        digest.update(path.name.encode())
+    package = Path(__file__).resolve().parents[1]   # all of patchbench/checks
+    for path in sorted([*package.rglob("*.py"), *package.rglob("*.toml"), *cparse.QUERIES_DIR.glob("*.scm")]):
+        digest.update(path.name.encode() if path.parent == cparse.QUERIES_DIR else str(path.relative_to(package)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -42,7 +46,7 @@ def cache_dir() -> Path:
 
 @lru_cache(maxsize=None)
 def _retire_once(directory: Path) -> None:
-    store.retire_other_versions(directory)
+    blob_store.retire_other_versions(directory)
 
 
 def findings_for(path: str, source: bytes, context: TreeContext = ALONE, use_cache: bool = True,
@@ -57,8 +61,8 @@ def findings_for(path: str, source: bytes, context: TreeContext = ALONE, use_cac
         return []
     # every input a verdict reads is in the key: the text, its path, the tree's index (callers,
     # sibling files, header wrappers: all read through it) and the mode, and the parent's text
-    before = "" if previous is None else f"\0{store.blob_id(previous)}"
-    key = hashlib.sha1(f"{store.blob_id(source)}\0{path}\0{context.digest}{before}".encode()).hexdigest()
+    before = "" if previous is None else f"\0{blob_store.blob_id(previous)}"
+    key = hashlib.sha1(f"{blob_store.blob_id(source)}\0{path}\0{context.digest}{before}".encode()).hexdigest()
     entry = cache_dir() / key[:2] / f"{key}.json"
     try:
         return [Finding.from_dict({**row, "file": path}) for row in json.loads(entry.read_text())]
@@ -83,7 +87,7 @@ def parallel(work: Callable[[Task], list[Finding]], tasks: Iterable[Task], jobs:
     tasks = list(tasks)
     if jobs > 1 and len(tasks) > 1:
         registry.preload()
-    return workers.parallel(work, tasks, jobs, sizes)
+    return pool.parallel(work, tasks, jobs, sizes)
 
 
 def _findings_of(context: TreeContext, item: tuple) -> list[Finding]:

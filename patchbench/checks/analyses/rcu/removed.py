@@ -27,13 +27,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from patchbench.checks import kfacts
-from patchbench.checks.context import TreeContext
-from patchbench.checks.model import CallSite, Function
-from patchbench.checks import rcu_functions as F
-from patchbench.checks import rcu_primitives as P
-from patchbench.checks import rcu_analysis
-from patchbench.checks.rcu_sections_removed import removed_sections
+from patchbench.checks.kernel import facts as kfacts
+from patchbench.checks.engine.context import TreeContext
+from patchbench.checks.engine.model import CallSite, Function
+from patchbench.checks.analyses.rcu import functions as F
+from patchbench.checks.analyses.rcu import primitives as P
+from patchbench.checks.analyses.rcu import analysis as rcu_analysis
+from patchbench.checks.analyses.rcu.sections_removed import removed_sections
 
 # Readers a removed section's code may be judged against: every reader family.
 ANY_READER = P.READERS

@@ -1,4 +1,4 @@
-"""The kernel facts table (kernel_facts.toml), read once, in the shapes the analyses ask for.
+"""The kernel facts table (facts.toml), read once, in the shapes the analyses ask for.
 
 Every name of a kernel function, macro, ops field or registration call the checker knows is in
 the table; this module only indexes it. See the table's comments for what each section means.
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-TABLE = Path(__file__).with_name("kernel_facts.toml")
+TABLE = Path(__file__).with_name("facts.toml")
 ACTIONS = ("acquire", "release", "try", "try_fail", "assert")
 # Kinds that are RCU readers or implicitly held states rather than named locks.
 READER_KINDS = frozenset({"rcu", "rcu_bh", "rcu_sched", "trace", "srcu", "bh", "preempt", "irq"})

@@ -15,9 +15,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from patchbench.checks import callindex, facts
-from patchbench.checks.context import TreeContext
-from patchbench.checks.finding import Finding
+from patchbench.checks import callindex
+from patchbench.checks.run import cache as findings_cache
+from patchbench.checks.engine.context import TreeContext
+from patchbench.checks.engine.finding import Finding
 from patchbench.tree import ApplyResult
 from patchbench.tree.git import BlobReader, Git, open_repository
 
@@ -61,7 +62,7 @@ def _analyse(blobs: BlobReader, versions: list[tuple[str, str]], jobs: int, cont
     parents = parents or {}
     previous = {version: blobs.read(f"{parents[version]}:{version[1]}") for version in present
                 if version in parents}
-    results = facts.findings_of_many([(path, sources[(rev, path)], previous.get((rev, path)))
+    results = findings_cache.findings_of_many([(path, sources[(rev, path)], previous.get((rev, path)))
                                       for rev, path in present], jobs, context)
     found = {version: [] for version in sources}
     found.update(zip(present, results))

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import tree_sitter
 
-from patchbench.checks.model import Function, squeeze
+from patchbench.checks.engine.model import Function, squeeze
 
 MAX_NODES = 200   # a predicate is small: larger bodies are not evaluated
 _CONSTANT = re.compile(r"^(-?\d+[uUlL]*|0[xX][0-9a-fA-F]+[uUlL]*|[A-Z][A-Z0-9_]*)$")

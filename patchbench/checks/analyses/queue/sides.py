@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 from functools import cached_property
 
-from patchbench.checks import kfacts
-from patchbench.checks.model import FileModel, Function
+from patchbench.checks.kernel import facts as kfacts
+from patchbench.checks.engine.model import FileModel, Function
 
 # Registration kinds (kernel facts table: napi_poll, irq, urb_complete, ...) and struct fields
 # that are consumers.

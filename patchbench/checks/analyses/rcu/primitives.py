@@ -1,5 +1,5 @@
 """What the RCU rules know about kernel primitives, as the RCU analysis asks for it (no rule here:
-no ID, no check). The names come from the kernel facts table (patchbench/checks/kernel_facts.toml,
+no ID, no check). The names come from the kernel facts table (patchbench/checks/kernel/facts.toml,
 read by kfacts); this module only derives the views the analysis uses, and keeps the patterns of
 the comments that state a precondition in prose.
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from patchbench.checks import kfacts
+from patchbench.checks.kernel import facts as kfacts
 
 Need = kfacts.Need
 # Families that keep RCU-protected memory alive (memory safety, used by rcu-pointer-escapes);

@@ -9,9 +9,9 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from patchbench.checks.model import CallSite, FileModel, Function
-from patchbench.checks import kfacts
-from patchbench.checks import rcu_primitives as P
+from patchbench.checks.engine.model import CallSite, FileModel, Function
+from patchbench.checks.kernel import facts as kfacts
+from patchbench.checks.analyses.rcu import primitives as P
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,12 @@ from __future__ import annotations
 import re
 from types import ModuleType
 
-from patchbench.checks import kfacts, locks, registry, summaries
-from patchbench.checks.finding import Finding, Place
-from patchbench.checks.model import FileModel, Function, squeeze
+from patchbench.checks.kernel import facts as kfacts
+from patchbench.checks.analyses import locks
+from patchbench.checks.engine import registry
+from patchbench.checks.engine import summaries
+from patchbench.checks.engine.finding import Finding, Place
+from patchbench.checks.engine.model import FileModel, Function, squeeze
 
 # Names of functions meant to return with a lock held: foo_lock(), foo_lock_irqsave(), foo_trylock(), ...
 _WRAPPER_NAME = re.compile(r"(^|_)(try)?lock(_bh|_irq\w*|_nested|_shared|_exclusive|_all)?$|_locked$"

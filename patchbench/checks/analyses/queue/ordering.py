@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import re
 
-from patchbench.checks import flow, kfacts, summaries
-from patchbench.checks.model import CallSite, FileModel, Function
-from patchbench.checks.queue_context import STOPPED_TESTS, Sides
-from patchbench.checks.queue_sites import (SELF_CHECKING_STOPS, STOP_UNMATCHED, QueueSite, QueueSites,
-                                                 Verdict, same_queue)
+from patchbench.checks.engine import flow
+from patchbench.checks.kernel import facts as kfacts
+from patchbench.checks.engine import summaries
+from patchbench.checks.engine.model import CallSite, FileModel, Function
+from patchbench.checks.analyses.queue.sides import STOPPED_TESTS, Sides
+from patchbench.checks.analyses.queue.sites import SELF_CHECKING_STOPS, STOP_UNMATCHED, QueueSite, QueueSites, Verdict, same_queue
 
 # Calls that hand transmitted work to the side that completes it; barriers (kernel facts table).
 PUBLISH = re.compile(kfacts.table()["queue"]["publish"])

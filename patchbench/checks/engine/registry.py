@@ -35,9 +35,9 @@ from types import ModuleType
 
 import tree_sitter
 
-from patchbench.checks import cparse
-from patchbench.checks.finding import Finding, Place, render
-from patchbench.checks.model import FileModel
+from patchbench.checks.engine import parse as cparse
+from patchbench.checks.engine.finding import Finding, Place, render
+from patchbench.checks.engine.model import FileModel
 from patchbench.errors import CheckFailed
 
 RULES_PACKAGE = "patchbench.checks.rules"

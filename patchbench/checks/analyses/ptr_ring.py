@@ -21,9 +21,12 @@ from __future__ import annotations
 import re
 from types import ModuleType
 
-from patchbench.checks import kfacts, locks, registry, summaries
-from patchbench.checks.finding import Finding
-from patchbench.checks.model import CallSite, FileModel, Function
+from patchbench.checks.kernel import facts as kfacts
+from patchbench.checks.analyses import locks
+from patchbench.checks.engine import registry
+from patchbench.checks.engine import summaries
+from patchbench.checks.engine.finding import Finding
+from patchbench.checks.engine.model import CallSite, FileModel, Function
 
 # Every file with a lockless primitive call says so: the rest are never walked.
 MENTIONS = (b"__ptr_ring_", b"__skb_array_")
