@@ -110,6 +110,7 @@ class Need:
     tracked: bool              # the result is only valid inside the section (escape tracking)
     update_side: bool = False  # RTNL or a sleeping lock known held is accepted instead
     reason: str = ""           # why a call needs it, when not evident (a callee's read elsewhere)
+    named: bool = False        # known only by the callee's name ([rcu.helpers]), its body unread
 
     @property
     def update_only(self) -> bool:
@@ -138,14 +139,9 @@ def dereferences() -> dict[str, Need]:
 
 @lru_cache(maxsize=1)
 def helper_need() -> Need:
-    """Calls named *_rcu (dev_get_by_index_rcu): any reader, or RTNL, the update side of most
-    netdev RCU data."""
+    """What a call of a function that needs its caller's section needs (one stating it, or named
+    so: dev_get_by_index_rcu): any reader, or RTNL, the update side of most netdev RCU data."""
     return Need(readers() | {"rtnl"}, frozenset(), None, "an RCU read-side section", True, True)
-
-
-@lru_cache(maxsize=1)
-def not_rcu_helper() -> re.Pattern:
-    return re.compile(table()["rcu"]["helpers"]["not_helper"])
 
 
 @lru_cache(maxsize=1)

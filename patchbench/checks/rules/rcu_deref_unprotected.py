@@ -26,6 +26,7 @@ MESSAGE = "rcu_dereference*() used outside the read-side section, lock or RTNL i
 
 _UNKNOWN_ENTRY = ("; what {function}() holds on entry is not established (no caller or registration "
                   "with a known calling context, or only callers read from other files)")
+_BY_NAME = " (its body unread: its name follows the kernel's *_rcu convention for a callee of a section)"
 MESSAGES = {
     "access-alias": "'{variable}' holds rcu_access_pointer()'s value and is dereferenced outside a "
                     "read-side section",
@@ -33,6 +34,10 @@ MESSAGES = {
     "callee-needs": "{call}() needs an RCU read-side section and is called outside one{reason}",
     "callee-needs-unknown-entry": "{call}() needs an RCU read-side section and is called outside "
                                   "one{reason}" + _UNKNOWN_ENTRY,
+    # a callee whose body the checker did not read, known only by the [rcu.helpers] convention
+    "callee-needs-by-name": "{call}() needs an RCU read-side section and is called outside one" + _BY_NAME,
+    "callee-needs-by-name-unknown-entry": "{call}() needs an RCU read-side section and is called outside "
+                                          "one" + _BY_NAME + _UNKNOWN_ENTRY,
     "under-rtnl": "{call}() under RTNL without {section} (lockdep splat): RTNL is the update side, "
                   "use rtnl_dereference() or rcu_dereference_rtnl()",
     "other-flavour": "{call}() without {section}: only another RCU flavour protects it (lockdep splat)",
@@ -96,8 +101,8 @@ def check(model: FileModel) -> Iterable[Finding]:
         if uncertain and site.need.update_only:
             # rcu_dereference_protected(p, lockdep_is_held(&l)), rtnl_dereference(): where no
             # caller is known, the condition is the function's own statement of what its callers
-            # hold, as a lockdep_assert_held() would be (a callback handed to an iterator that
-            # calls it under the lock: ctnetlink's expect_iter_name())
+            # hold, as a lockdep_assert_held() would be (a callback handed to a table iterator
+            # that calls it under the table's lock)
             continue
         if worst == "missing" and uncertain:
             worst = "unknown"
@@ -128,7 +133,8 @@ def _message(site: A.Site, worst: str) -> tuple[str, dict[str, str]]:
     unknown = "-unknown-entry" if worst == "unknown" else ""
     entry = {"function": site.function.function.name} if unknown else {}
     if call.name not in P.DEREFERENCES:
-        return "callee-needs" + unknown, {"call": call.name, "reason": need.reason, **entry}
+        named = "-by-name" if need.named else ""
+        return "callee-needs" + named + unknown, {"call": call.name, "reason": need.reason, **entry}
     if worst == "rtnl":
         return "under-rtnl", {"call": call.name, "section": need.section}
     if worst == "weak":

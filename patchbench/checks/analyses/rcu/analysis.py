@@ -421,8 +421,7 @@ class RcuTransfer(flow.Transfer):
                 need = P.DEREFERENCES.get(callee)
                 if need is not None:
                     return ("rcu", callee, node) if need.tracked else None
-                if P.RCU_HELPER.search(callee) and not P.NOT_HELPER.match(callee) and \
-                        node is value and F.WORD.fullmatch(callee):
+                if P.named_helper(callee) and node is value:
                     # a *_rcu lookup (dev_get_by_index_rcu()) returns an object the section
                     # keeps alive: valid until it ends, unless a reference is taken inside
                     return ("rcu", callee, node)

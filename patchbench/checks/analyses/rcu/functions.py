@@ -2,7 +2,8 @@
 one read (stack_private; no rule ID here).
 
 `function_info()` gives a `FunctionInfo`: the families and locks the function takes itself, its
-stated precondition (comments, annotations, lockdep asserts, an `_rcu` name), its pointer locals,
+stated precondition (lockdep asserts, annotations, prose of [rcu.prose], the [rcu.helpers] naming
+convention where its body and ways in agree), its pointer locals,
 and a copy of the function whose call list also holds pseudo call sites named USE for each use of
 a pointer local that may hold an RCU-protected value (p->f, *p, p[i], f(p)), so that the walker
 reports the state reaching each use like it does for calls.
@@ -26,7 +27,7 @@ from patchbench.checks.analyses.rcu import primitives as P
 USE = "<use>"    # name of the pseudo call sites that stand for uses of pointer locals
 ESCAPES = "rcu-pointer-escapes"        # queries/<id>.scm
 WORD = re.compile(r"[A-Za-z_]\w*")
-_RCU_VALUE = re.compile(r"rcu_dereference|srcu_dereference|rcu_access_pointer|_rcu\s*\(")
+_CALLED = re.compile(r"([A-Za-z_]\w*)\s*\(")
 
 
 @dataclass
@@ -133,10 +134,17 @@ def _iterator_sites(model: FileModel, function: Function) -> list[CallSite]:
     return sorted(sites, key=lambda c: c.start)
 
 
+def _reads_rcu_value(text: str) -> bool:
+    """The text calls something whose result may be an RCU-protected value: a read primitive,
+    rcu_access_pointer(), a container_of() form around one, or a helper named by convention."""
+    return any(name in P.DEREFERENCES or name == P.ACCESS or name in P.CONTAINER or P.named_helper(name)
+               for name in _CALLED.findall(text))
+
+
 def _candidates(model: FileModel, function: Function) -> frozenset:
     """Pointer locals that may receive an RCU-protected value (directly or through another)."""
     text = model.text(function.body)
-    if not _RCU_VALUE.search(text):
+    if not _reads_rcu_value(text):
         return frozenset()
     pointers = pointer_locals(model, function)
     assigned = re.findall(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]*);", text)
@@ -146,26 +154,31 @@ def _candidates(model: FileModel, function: Function) -> frozenset:
         changed = False
         for target, value in assigned:
             if target in pointers and target not in found and (
-                    _RCU_VALUE.search(value) or any(w in found for w in WORD.findall(value))):
+                    _reads_rcu_value(value) or any(w in found for w in WORD.findall(value))):
                 found.add(target)
                 changed = True
     return frozenset(found)
 
 
-def _stated_precondition(model: FileModel, function: Function,
-                         lines: list[bytes]) -> tuple[frozenset, bool]:
-    """Entry facts the function states itself, and whether it requires a reader of its callers."""
+def _named_helper(model: FileModel, function: Function, reads: bool) -> bool:
+    """The function of this file is a helper its callers call inside a section, by the naming
+    convention ([rcu.helpers]) as far as its body and ways in agree: it reads something needing a
+    reader without opening a section of its own, and the file only calls it by name (one handed to
+    call_rcu() or stored in an ops field runs where the kernel calls it, not in its callers')."""
+    return P.named_helper(function.name) and reads and not opens_section(function) \
+        and function.name not in model.registrations and function.name not in model.address_taken
+
+
+def _stated_precondition(model: FileModel, function: Function, lines: list[bytes],
+                         reads: bool) -> tuple[frozenset, bool]:
+    """Entry facts the function states itself, and whether it requires a reader of its callers
+    (`reads`: its body has a read needing one)."""
     facts: set = set()
     above = b"\n".join(lines[max(0, function.start_line - 6):function.start_line - 1]).decode(
         "utf-8", "replace")
-    # a negated statement ("May not be called with RCU read lock") states the opposite; a name
-    # ending in _rcu says its callers hold a section, unless the table says such names are not
-    # helpers (`instance_destroy_rcu`, `foo_free_rcu`: call_rcu() callbacks)
-    reader = bool(function.name.endswith("_rcu") and not P.NOT_HELPER.match(function.name)
-                  and not opens_section(function)
-                  or _states_precondition(function.comment or "")
-                  or _states_precondition(function.body_comment or "")
-                  or ("/*" in above or "//" in above) and _states_precondition(above))
+    texts = (function.comment or "", function.body_comment or "",
+             above if "/*" in above or "//" in above else "")
+    reader = _named_helper(model, function, reads) or any(P.states(text, "rcu") for text in texts)
     for name, argument in function.annotations:
         if argument == "RCU" and name in ("__must_hold", "__releases"):
             reader = True
@@ -183,8 +196,7 @@ def _stated_precondition(model: FileModel, function: Function,
                 facts.add(("lock", key, "entry"))
     if reader:
         facts |= entry_facts(P.READERS - {"spin"}, "entry")
-    texts = (function.comment or "", function.body_comment or "", above if "/*" in above else "")
-    if any(_states(P.RTNL_COMMENT, P.RTNL_WORD, text) for text in texts):
+    if any(P.states(text, "rtnl") for text in texts):
         facts.add(("r", "rtnl", 1, "entry"))
     return frozenset(facts), reader
 
@@ -202,19 +214,6 @@ def _dropped_and_retaken(function: Function) -> frozenset:
                      if seen[0] < 0 and seen.count(1) >= seen.count(-1))
 
 
-_NEGATED = re.compile(r"\b(not|never|without|no longer)\b|n't\b", re.I)
-
-
-def _states_precondition(text: str) -> bool:
-    return _states(P.PRECONDITION_COMMENT, P.PRECONDITION_WORD, text)
-
-
-def _states(pattern: re.Pattern, word: str, text: str) -> bool:
-    """The comment says what pattern matches, not its negation ("does not hold RTNL"); every
-    match holds `word` (a cheap test first: most comments name neither RCU nor RTNL)."""
-    return word in text.lower() and any(not _NEGATED.search(text[max(0, m.start() - 25):m.start()]) for m in pattern.finditer(text))
-
-
 def lock_op(model: FileModel, function: Function, call: CallSite) -> tuple[kfacts.LockOp, str] | None:
     """The named lock (not a reader, not RTNL) the call takes, tries or drops, and its key."""
     op = kfacts.lock_op(call.name)
@@ -230,8 +229,8 @@ _PATH = re.compile(r"^&?[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*|\[[^\]]*\])*$")
 
 def c_wrapper_ops(model: FileModel, function: Function, call: CallSite) -> list[tuple[kfacts.LockOp, str]]:
     """(op, key) of each lock a global function of another .c file leaves taken or released in
-    its caller (the call index's c_wrappers: ovs_lock() takes the mutex ovs_mutex, ovs_unlock()
-    drops it). A lock named by a parameter is the call's argument; one named by a file-scope
+    its caller (the call index's c_wrappers: a subsystem's foo_lock() takes its mutex foo_mutex,
+    foo_unlock() drops it). A lock named by a parameter is the call's argument; one named by a file-scope
     object of the wrapper's file keeps the wrapper's spelling. Readers and RTNL are left out
     (section wrappers are judged by their own need)."""
     if call.name in model.functions:
@@ -271,9 +270,12 @@ def function_info(model: FileModel, function: Function, helpers: dict[str, P.Nee
             (released if lock[0].action == "release" else owned_locks).add(lock[1])
         if need_of(call, helpers) is not None or call.name == P.ACCESS:
             relevant = True
+    reads = any((need.strict | need.weak) & P.READERS for call in function.calls
+                if (need := need_of(call, helpers)) is not None)
     candidates = _candidates(model, function)
     iterators = _iterator_sites(model, function)
     relevant = relevant or bool(iterators)
+    reads = reads or bool(iterators)
     augmented = function
     if candidates or iterators:
         augmented = copy.copy(function)
@@ -282,7 +284,7 @@ def function_info(model: FileModel, function: Function, helpers: dict[str, P.Nee
         augmented.calls.sort(key=lambda c: (c.end, -c.start))
         augmented._index()
         relevant = True
-    precondition, requires_reader = _stated_precondition(model, function, lines)
+    precondition, requires_reader = _stated_precondition(model, function, lines, reads)
     first_section = min((c.start for c in function.calls if _opens_or_closes(c)), default=function.node.end_byte)
     return FunctionInfo(augmented, frozenset(owned_locks), frozenset(owned_locks - released),
                         precondition, requires_reader, relevant, first_section, model)
@@ -296,8 +298,9 @@ def _opens_or_closes(call: CallSite) -> bool:
     return guard is not None and guard[0].kind in P.EXPLICIT_FAMILIES
 
 
-# In `helpers`: a function named *_rcu that opens its own section (the name says it uses RCU
-# inside, not that its caller must hold a section): it needs nothing.
+# In `helpers`: a function of another file named by the [rcu.helpers] convention whose body the
+# call index read opening its own section (the name says it uses RCU inside, not that its caller
+# must hold a section): it needs nothing.
 NO_NEED = P.Need(frozenset(), frozenset(), None, "", False)
 
 
@@ -309,8 +312,8 @@ def need_of(call: CallSite, helpers: dict[str, P.Need]) -> P.Need | None:
         return None
     if need is not None:
         return need
-    if P.RCU_HELPER.search(call.name) and not P.NOT_HELPER.match(call.name) and WORD.fullmatch(call.name):
-        return P.HELPER_NEED
+    if P.named_helper(call.name):
+        return P.NAMED_NEED
     return None
 
 
@@ -320,20 +323,17 @@ def callee_needs(model: FileModel) -> dict[str, P.Need]:
     callee reads alive and RTNL is the update side of most netdev data: a call with neither is
     reported (no lockdep-flavour warnings from afar). A mutex held at the call counts only when
     the read is in the caller's own directory: a driver's lock guards its own data, not its
-    subsystem's (hwsim's mutex is nothing to mac80211's station table)."""
+    subsystem's (a wireless driver's mutex is nothing to mac80211's station table). The body the
+    index read comes before the [rcu.helpers] naming convention, used only where it has none."""
     found = {}
-    called = sorted(name for name in {call.name for function in model.functions.values()
-                                      for call in function.calls}
-                    - set(model.functions) - set(P.DEREFERENCES) - set(P.SECTIONS)
-                    if not P.RCU_HELPER.search(name))   # named as needing one: HELPER_NEED
+    called = sorted({call.name for function in model.functions.values() for call in function.calls}
+                    - set(model.functions) - set(P.DEREFERENCES) - set(P.SECTIONS))
     here = os.path.dirname(os.path.normpath(model.path))
-    for name in sorted({call.name for function in model.functions.values() for call in function.calls}
-                       - set(model.functions)):
-        if P.RCU_HELPER.search(name) and not P.NOT_HELPER.match(name) and model.context.opens_section(name):
-            found[name] = NO_NEED
     for name in called:
         summary = model.context.need(name)
         if summary is None:
+            if P.named_helper(name) and model.context.opens_section(name):
+                found[name] = NO_NEED
             continue
         primitive, path, line, via = summary
         read = P.DEREFERENCES.get(primitive, P.HELPER_NEED)
@@ -348,8 +348,8 @@ def callee_needs(model: FileModel) -> dict[str, P.Need]:
 
 def opens_section(function: Function) -> bool:
     """The function takes an explicit read-side section itself (rcu_read_lock*(), srcu_read_lock(),
-    guard(rcu)) and releases it: a *_rcu name then says it uses RCU inside, not that its callers
-    must hold a section."""
+    guard(rcu)) and releases it: a name of the [rcu.helpers] convention then says it uses RCU
+    inside, not that its callers must hold a section."""
     opened = [call for call in function.calls if _opens_or_closes(call) or
               P.SECTIONS.get(call.name, ("", 0))[0] == "srcu"]
     return any(P.SECTIONS.get(c.name, ("", 1))[1] > 0 for c in opened) and \

@@ -24,7 +24,6 @@ Code that always read so is never judged this way: only a patch that removes the
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from patchbench.checks.kernel import facts as kfacts
@@ -81,8 +80,7 @@ def want_of(call: CallSite, helpers: dict, requires_reader: set[str], context: T
         read = P.DEREFERENCES.get(summary[0]) if summary else None
         families = read.strict if read is not None else ANY_READER
         return Want(families, True, read.section if read is not None else "an RCU read-side section")
-    if name in requires_reader or name in helpers or (
-            P.RCU_HELPER.search(name) and not P.NOT_HELPER.match(name) and F.WORD.fullmatch(name)):
+    if name in requires_reader or name in helpers or P.named_helper(name):
         return Want(ANY_READER, True, "an RCU read-side section")
     entry = REMOVAL.get(name) if removal else None
     if entry is not None:
@@ -99,19 +97,10 @@ def _own(state: frozenset) -> frozenset:
                      and not (f[0] == "lock" and f[2] in ("entry", "context")) and f[0] != "unknown")
 
 
-_OR = re.compile(r"\b(or|either)\b", re.I)
-
-
 def _alternative(function: Function) -> bool:
     """The comment stating the function's reader precondition names an alternative ("Called
-    with ovs_mutex or RCU read lock"): callers hold one of them, not necessarily a reader."""
-    for text in (function.comment or "", function.body_comment or ""):
-        for match in P.PRECONDITION_COMMENT.finditer(text):
-            start = max(text.rfind(".", 0, match.start()), text.rfind("\n\n", 0, match.start())) + 1
-            end = text.find(".", match.end())
-            if _OR.search(text[start:end if end >= 0 else len(text)]):
-                return True
-    return False
+    with the table's mutex or RCU read lock"): callers hold one of them, not necessarily a reader."""
+    return any(P.names_alternative(text, "rcu") for text in (function.comment or "", function.body_comment or ""))
 
 
 class Judge:
