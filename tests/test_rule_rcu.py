@@ -37,6 +37,11 @@ EXPECTED = {
         (DEREF, "error", "it_show", "/* bare iterator */"),
         (DEREF, "error", "it_nets", "/* bare net walk */"),
     ],
+    "conventions.c": [
+        (DEREF, "warning", "conv_reclaim_rcu", "/* callback read */"),
+        (DEREF, "warning", "conv_forgets", "/* helper outside */"),
+        (DEREF, "warning", "conv_unseen", "/* unseen helper */"),
+    ],
     "registrations.c": [
         (DEREF, "error", "reg_work", "/* work without rtnl */"),
         (DEREF, "error", "reg_read", "/* file read */"),

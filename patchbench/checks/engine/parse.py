@@ -328,8 +328,8 @@ _DEFINE = re.compile(rb"^[ \t]*#[ \t]*(define|undef)\b[^\n]*(?:(?<=\\)\n[^\n]*)*
 
 
 def _inner_defines(out: bytearray) -> None:
-    """`#define` / `#undef` lines inside braces (net/rds/tcp.c names the entries of an initialiser
-    with `#define RDS_TCP_SNDBUF 0` between them) become blanks: tree-sitter takes a directive
+    """`#define` / `#undef` lines inside braces (an initialiser whose entries are named by a
+    `#define FOO_SNDBUF 0` between them) become blanks: tree-sitter takes a directive
     only between declarations, and one inside an initialiser breaks the rest of the file."""
     depth, at = 0, 0
     for match in _DEFINE.finditer(bytes(out)):

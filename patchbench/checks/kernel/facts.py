@@ -238,10 +238,10 @@ def follows(kind: str, struct: str) -> str | None:
     return table()["context"]["follows"].get(f"{struct}.{kind}")
 
 
-# -- genetlink ---------------------------------------------------------------------------------
+# -- generic netlink ---------------------------------------------------------------------------
 
 def genl_doit(kind: str, struct: str) -> bool:
-    """Whether `.kind = fn` in an initialiser of `struct` is a genetlink op's doit."""
+    """Whether `.kind = fn` in an initialiser of `struct` is a generic netlink op's doit."""
     return f"{struct}.{kind}" in table()["genl"]["doits"]
 
 

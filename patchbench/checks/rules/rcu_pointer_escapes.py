@@ -1,6 +1,6 @@
 """rcu-pointer-escapes: a pointer read inside a read-side section this function opened (by
 rcu_dereference*(), srcu_dereference() or list_*_or_null_rcu(), or an alias, an address inside it,
-or a pointer loaded straight from it: `dev = rcu_dereference(t->tun)->dev`) is dereferenced or
+or a pointer loaded straight from it: `dev = rcu_dereference(q->owner)->dev`) is dereferenced or
 passed on after the function's own last reader was released, with no reference taken inside the
 section and no mutex or RTNL (the update side) held across."""
 

@@ -116,7 +116,7 @@ def update_side_held(state: frozenset, info: F.FunctionInfo, at: int, mutexes: f
     """RTNL or a mutex known held: the sleeping configuration lock that writers take, which
     keeps the object alive past the read-side section (iwlwifi's mvm->mutex) and satisfies
     callees documented as needing a section (nftables' commit_mutex). A spinlock does not
-    count: the seeds' consumer_lock has nothing to do with tun's lifetime."""
+    count: a ring's consumer_lock has nothing to do with the lifetime of the device it feeds."""
     for fact in state:
         if fact[0] == "r" and fact[1] == "rtnl":
             return True
@@ -400,7 +400,7 @@ class RcuTransfer(flow.Transfer):
         """("rcu", primitive, call) | ("access",) | ("derived", track fact) | None for an assigned
         value. A pointer loaded from a field of a tracked local (`chan = conf->def.chan`) is not
         derived: it often points to an object of its own lifetime; loaded straight from the
-        primitive's result (`dev = rcu_dereference(t->tun)->dev`), it is."""
+        primitive's result (`dev = rcu_dereference(q->owner)->dev`), it is."""
         node = value
         loaded = False
         while True:
@@ -568,7 +568,7 @@ def _held_by_context(key: str) -> tuple:
 
 
 def genl_held(model: FileModel, name: str, kind: str) -> list[frozenset]:
-    """What the pre_doit run before the genetlink doit `name` leaves held, as entry facts, one
+    """What the pre_doit run before the generic netlink doit `name` leaves held, as entry facts, one
     set per ops entry registering it ([genl] of the facts table): the entry's own .pre_doit, or
     that of the family whose array holds the entry."""
     found = []
@@ -675,8 +675,10 @@ def _analyse(model: FileModel) -> Analysis:
     functions = model.functions
     lines = model.source.split(b"\n")
     infos = {name: F.function_info(model, f, helpers, lines) for name, f in functions.items()}
-    # In-file helpers whose stated precondition callers must meet.
-    helpers.update({name: P.HELPER_NEED for name, info in infos.items() if info.requires_reader})
+    # In-file helpers whose stated precondition callers must meet; those named like one whose
+    # body says otherwise need nothing (F._named_helper).
+    helpers.update({name: P.HELPER_NEED if info.requires_reader else F.NO_NEED
+                    for name, info in infos.items() if info.requires_reader or P.named_helper(name)})
     removed = rcu_sections_removed.removed_sections(model)   # check: functions the patch took a section from
     for name, info in infos.items():
         info.relevant = info.relevant or name in removed or any(c.name in helpers for c in info.function.calls)

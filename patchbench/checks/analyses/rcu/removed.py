@@ -70,6 +70,8 @@ def want_of(call: CallSite, helpers: dict, requires_reader: set[str], context: T
     callee summaries (see Judge); `removal`: the [rcu.removal] calls too (not in a callee's
     summary: a callee that calls dev_net() outside a section has always done so)."""
     name = call.name
+    if helpers.get(name) is F.NO_NEED:
+        return None
     need = P.DEREFERENCES.get(name)
     if need is not None:
         if need.condition_arg is None and not need.strict:
