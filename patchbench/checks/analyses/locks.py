@@ -2,7 +2,7 @@
 
 Facts (in frozenset states):
 - ("held", key): the lock is held here. Keys are `FileModel.canonical()` access paths of the lock
-  argument ("tun_file.tx_ring.consumer_lock"), or a fixed name for global locks ("rcu", "rcu_bh",
+  argument ("foo_queue.tx_ring.consumer_lock"), or a fixed name for global locks ("rcu", "rcu_bh",
   "rcu_sched", "rtnl"), or "<kind>:<path>" for object locks (`lock_sock(sk)` -> "sock:sock").
 - ("caller", key): the lock belongs to the caller: it was released here without being taken here,
   or the function states it holds it on entry (`__must_hold`, `lockdep_assert_held`).

@@ -1,6 +1,6 @@
 """Path-sensitive walk of one function body, with an abstract state supplied by a rule.
 
-A state is any hashable value; rules use a frozenset of facts such as ("lock", "tun_file.tx_ring.consumer_lock").
+A state is any hashable value; rules use a frozenset of facts such as ("lock", "foo_queue.tx_ring.consumer_lock").
 The walker keeps the SET of distinct states reaching each point (one per path class), follows
 if/else (including `if (spin_trylock(..))`, `if (!mutex_trylock(..))`, `&&`, `||`, `x == 0`),
 switch/case with fall-through, while/for/do loops (to a fixpoint), break/continue, goto and

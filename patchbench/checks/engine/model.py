@@ -15,8 +15,8 @@
 
 Access paths: `FileModel.canonical(function, expr)` turns `&q->ring`, `q->ring`, `(&q->ring)` and a
 local `ring` assigned `&q->ring` into one key. The root variable is replaced by its struct type when
-known, so the key is type-based and survives renames across functions: `&tfile->tx_ring` with
-`struct tun_file *tfile` gives "tun_file.tx_ring"; array indexes are dropped (`rings[i]` -> `rings[]`).
+known, so the key is type-based and survives renames across functions: `&q->tx_ring` with
+`struct foo_queue *q` gives "foo_queue.tx_ring"; array indexes are dropped (`rings[i]` -> `rings[]`).
 """
 
 from __future__ import annotations
