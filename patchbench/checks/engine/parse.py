@@ -67,7 +67,7 @@ _REWRITTEN = frozenset({*_BARE_ANNOTATIONS, *_CALL_ANNOTATIONS, *_WRAPPERS, *_SC
 _UNDERSCORED = re.compile("__(?:" + "|".join(sorted((w[2:] for w in _REWRITTEN if w.startswith("__")),
                                                     key=lambda w: (-len(w), w))) + r")(?!\w)")
 _PLAIN_WORDS = tuple(sorted(w for w in _REWRITTEN if not w.startswith("__")))
-# A type given as a macro argument: `container_of(p, struct tun_file, sk)`.
+# A type given as a macro argument: `container_of(p, struct foo_sock, sk)`.
 # With a pointer (`DECLARE_SOCKADDR(struct sockaddr_in *, sin, ...)`) the stars go too.
 _TYPE_ARGUMENT = re.compile(r"[(,]\s*(struct|union|enum)\s+\w+(?:\s+__\w+)?(\s*\*+)?\s*(?:,|\)(?!\s*\{))")
 # A several-word type as a macro's first argument (`min_t(unsigned int, a, b)`): its blanks become
