@@ -144,7 +144,7 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
                          ((number, path, blob) for number, (path, blob) in enumerate(blobs)))
     defined: set[str] = set()
     wrappers: dict[str, str] = {}
-    # global lock wrappers of .c files (ovs_lock() around mutex_lock(&ovs_mutex)): name -> effect,
+    # global lock wrappers of .c files (foo_lock() around mutex_lock(&foo_mutex)): name -> effect,
     # None when two global definitions differ
     c_wrappers: dict[str, str | None] = {}
     queue_wrappers: dict[str, str] = {}

@@ -95,7 +95,7 @@ class CallIndex:
 
     def c_wrapper_of(self, name: str) -> list | None:
         """[params, effect] of the global function `name` of a .c file that leaves locks taken
-        or released in its caller (ovs_lock()), None for others (or when definitions differ)."""
+        or released in its caller (a subsystem's foo_lock()), None for others (or when definitions differ)."""
         found = self._query("SELECT effect FROM c_wrappers WHERE name = ?", name)
         return json.loads(found[0][0]) if found else None
 

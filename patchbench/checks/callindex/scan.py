@@ -286,9 +286,9 @@ def _reads() -> dict[bytes, int | None]:
     the forms RTNL also satisfies (rcu_dereference_rtnl: its callers hold one or the other), nor
     the list walks (statement macros, untracked), which accept the update-side lock a caller
     elsewhere may hold under any name. The list accessors (list_first_or_null_rcu) are reads:
-    the update-side lock satisfies them only where the analysis sees it held (ppp's
-    ndo_fill_forward_path reads with nothing held, so dev_fill_forward_path()'s callers need a
-    section)."""
+    the update-side lock satisfies them only where the analysis sees it held (an ndo_* op that
+    reads with one and nothing held passes its need to the callers of the core function that
+    calls the op)."""
     readers = kfacts.readers()
     return {name.encode(): need.condition_arg for name, need in kfacts.dereferences().items()
             if need.strict & readers and "rtnl" not in need.strict
