@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from patchbench.checks import engine
-from patchbench.checks import rcu_primitives as P
+from patchbench.checks.run import checkfile
+from patchbench.checks.analyses.rcu import primitives as P
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checks" / "rcu"
 RULES = {"rcu-deref-unprotected", "rcu-pointer-escapes"}
@@ -15,11 +15,11 @@ ABOVE = b"/* Must be called with rcu_read_lock held. */\n"
 
 
 def _found(name: str, source: bytes) -> set[tuple[str, str, str]]:
-    return {(f.rule, f.severity, f.function) for f in engine.check_source(name, source, RULES)}
+    return {(f.rule, f.severity, f.function) for f in checkfile.check_source(name, source, RULES)}
 
 
 def _conventions() -> list:
-    return engine.check_source("conventions.c", (FIXTURES / "conventions.c").read_bytes(), RULES)
+    return checkfile.check_source("conventions.c", (FIXTURES / "conventions.c").read_bytes(), RULES)
 
 
 # -- [rcu.helpers] -------------------------------------------------------------------------------
