@@ -35,6 +35,7 @@ import tree_sitter
 
 from patchbench.checks.engine import flow
 from patchbench.checks.kernel import facts as kfacts
+from patchbench.checks.analyses import calling
 from patchbench.checks.analyses import locks
 from patchbench.checks.engine import summaries
 from patchbench.checks.engine.context import Way
@@ -594,33 +595,23 @@ def _way(way: Way) -> frozenset:
 
 
 def ways_in(model: FileModel, function: Function) -> list[frozenset]:
-    """Entry contributions that do not depend on the walk: registration contexts, callers
-    elsewhere in the tree, and ("unknown",) for ways whose state is not known."""
+    """Entry contributions that do not depend on the walk: registration contexts (analyses.calling),
+    callers elsewhere in the tree, and ("unknown",) for ways whose state is not known."""
     ways: list[frozenset] = []
-    header = model.text(function.node)[:80]
-    kinds = set(model.registrations.get(function.name, set()))
-    if header.startswith(("rx_handler_result_t", "static rx_handler_result_t")):
-        kinds.add("rx_handler")
-    for kind in sorted(kinds):
-        struct = model.ops_structs.get((function.name, kind), "")
-        context = kfacts.context_of(kind, struct)
-        chooser = kfacts.selected(kind, struct)
-        if chooser is not None:   # another field of the initialiser says which context
-            choice = chooser[1].get(model.sibling(function.name, kind, chooser[0]) or "")
-            context = kfacts.context(choice) if choice else None
-        first = kfacts.follows(kind, struct)
-        opener = model.functions.get(model.sibling(function.name, kind, first) or "") if first else None
-        if context is not None and kfacts.genl_doit(kind, struct):
-            ways.extend(context_facts(context) | held for held in genl_held(model, function.name, kind))
-        elif context is not None:
-            ways.append(context_facts(context))
+    registered = calling.registrations(model, function.name, tree=False)
+    for way in registered:
+        opener = model.functions.get(way.follows or "")
+        if way.context is not None and kfacts.genl_doit(way.kind, way.struct):
+            ways.extend(context_facts(way.context) | held for held in genl_held(model, function.name, way.kind))
+        elif way.context is not None:
+            ways.append(context_facts(way.context))
         elif opener is not None and F.section_effect(opener) > 0:
             ways.append(F.entry_facts({"rcu"}, "context"))
         else:
             ways.append(UNKNOWN_WAY)
     if not function.is_static or model.path.endswith(".h"):
         ways.extend(_way(way) for way in model.context.entries(model.path, function.name))
-    elif function.name in model.address_taken and not kinds:
+    elif function.name in model.address_taken and not registered:
         ways.append(UNKNOWN_WAY)
     return ways
 

@@ -1,0 +1,72 @@
+"""Calling contexts: how the kernel enters a function, for every analysis family.
+
+A function is entered
+- through its registrations: an initialiser field (`.ndo_start_xmit = foo` in a
+  `struct net_device_ops`) or a registration call (`netif_napi_add(dev, napi, foo)`), in its own
+  file or anywhere in the tree (the call index); the kernel facts table gives each registration
+  its calling context (what is held when the kernel calls it: readers, locks, process context),
+  possibly chosen by another field of the same initialiser (`selected`) or following the exit of
+  a sibling field (`follows`);
+- by its callers in the file, whose state at the call each family's own walk computes;
+- by its callers elsewhere in the tree (the call index: TreeContext.entries);
+- and it may state what it needs itself (lockdep asserts, annotations), which the families read.
+
+This module answers the first, for every family (the RCU entry states, the tx queue sides, the
+lock hand-off protocols, the ptr_ring serialised contexts), and says each way in words that a
+finding can quote.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from patchbench.checks.engine.model import FileModel
+from patchbench.checks.kernel import facts as kfacts
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One registration of a function: how the kernel reaches it, and what holds then."""
+    kind: str                        # the field or registration call's kind ("ndo_start_xmit", "napi_poll")
+    struct: str                      # the ops struct of the initialiser ("" for a call, or when unknown)
+    context: kfacts.Context | None   # the facts table's calling context; None: the table does not know it
+    elsewhere: bool = False          # registered in another file of the tree (the call index)
+    follows: str | None = None       # the sibling field whose exit state it runs in (seq_file show)
+
+    def describe(self) -> str:
+        """`registered as .ndo_start_xmit of struct net_device_ops (xmit)`, for messages."""
+        where = f"of struct {self.struct} " if self.struct else ""
+        said = f"registered as .{self.kind} {where}" if self.struct else f"registered as {self.kind} "
+        said += "in another file " if self.elsewhere else ""
+        return said + (f"({self.context.kind})" if self.context else "(a context the facts table does not know)")
+
+
+def registrations(model: FileModel, name: str, tree: bool = True) -> list[Registration]:
+    """The registrations of function `name`: those of its file, in kind order, then (with `tree`)
+    those elsewhere in the tree that the call index knows."""
+    found = []
+    kinds = set(model.registrations.get(name, ()))
+    function = model.functions.get(name)
+    # an rx_handler is registered with netdev_rx_handler_register() anywhere; its return type says it
+    if function is not None and model.text(function.node)[:80].startswith(("rx_handler_result_t",
+                                                                         "static rx_handler_result_t")):
+        kinds.add("rx_handler")
+    for kind in sorted(kinds):
+        struct = model.ops_structs.get((name, kind), "")
+        context = kfacts.context_of(kind, struct)
+        chooser = kfacts.selected(kind, struct)
+        if chooser is not None:   # another field of the initialiser says which context
+            choice = chooser[1].get(model.sibling(name, kind, chooser[0]) or "")
+            context = kfacts.context(choice) if choice else None
+        first = kfacts.follows(kind, struct)
+        found.append(Registration(kind, struct, context, False,
+                                  model.sibling(name, kind, first) if first else None))
+    if tree:
+        found.extend(Registration(kind, struct, kfacts.context_of(kind, struct), True)
+                     for kind, struct in sorted(set(model.context.registrations(name))))
+    return found
+
+
+def registered_kinds(model: FileModel, name: str, tree: bool = True) -> set[str]:
+    """The kinds `name` is registered as (see registrations)."""
+    return {registration.kind for registration in registrations(model, name, tree)}
