@@ -6,12 +6,14 @@ and fingerprint, while its text changes."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from patchbench.checks.run import checkfile
 from patchbench.checks.engine import registry
+from patchbench.report.findings import lint_report, render
 from patchbench.report.sarif import fingerprint
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checks"
@@ -62,3 +64,18 @@ def test_the_related_line_is_a_field_naming_the_right_source_line(rule, what):
         assert finding.related.what == what
         line = (FIXTURES / finding.file).read_text().split("\n")[finding.related.line - 1]
         assert any(word in line.lower() for word in words), (finding, line)
+
+
+def test_an_rcu_finding_names_its_ways_in_and_explain_shows_them():
+    """Each rcu-deref-unprotected finding says how its function is entered (registrations with the
+    context the facts table gives them, callers), so that a reviewer can confirm it; text shows
+    that only with --explain, json carries it always."""
+    found = [f for f in _all_findings() if f.rule == "rcu-deref-unprotected"]
+    assert found
+    assert all(f.because and all(r.startswith(("way in: ", "no way in is known")) for r in f.because) for f in found)
+    registered = [f for f in found if any(r.startswith("way in: registered as .") for r in f.because)]
+    assert registered, "the fixtures have registered RCU readers"
+    report = lint_report(registered[:1], [registered[0].file])
+    assert "because: way in: registered as ." in render(report, "text", explain=True)
+    assert "because:" not in render(report, "text")
+    assert json.loads(render(report, "json"))["findings"][0]["because"] == list(registered[0].because)

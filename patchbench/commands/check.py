@@ -47,6 +47,8 @@ def add_check_arguments(parser) -> None:
                              "(signoff, fixes-tag, checkpatch, maintainers, kdoc, series-shape, source-hygiene), "
                              "'all' (default)")
     parser.add_argument("--checkpatch-strict", action="store_true", help="run checkpatch.pl with --strict")
+    parser.add_argument("--explain", action="store_true",
+                        help="with each finding, what decided it (the ways into its function, ...)")
 
 
 def _static_rules(args, applied: ApplyResult, rules: set[str]) -> tuple[SeriesCheck, patchchecks.CheckRun]:
@@ -88,7 +90,7 @@ def apply_and_check(args) -> CheckRun:
 
 def run(args) -> int:
     result = apply_and_check(args)
-    output = render(result.report, args.format)
+    output = render(result.report, args.format, args.explain)
     if output:
         print(output)
     return 1 if result.checked.findings or result.applied.failed else 0

@@ -30,11 +30,14 @@ def add_parser(subparsers) -> None:
                         help="output format: text, mail, terse, json, sarif (default: text)")
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: one per core)")
     parser.add_argument("--no-cache", action="store_true", help="analyse every file even if its facts are cached")
+    parser.add_argument("--explain", action="store_true",
+                        help="with each finding, what decided it (the ways into its function, ...)")
     parser.set_defaults(func=run)
 
 
 def c_files(paths: list[str]) -> list[str]:
-    """The files to lint, in a stable order: given files as they are, directories searched."""
+    """The files to lint, in a stable order: given files as they are, directories searched; a file
+    named twice (or inside a directory also given) is linted once."""
     found = []
     for name in paths:
         path = Path(name)
@@ -45,7 +48,7 @@ def c_files(paths: list[str]) -> list[str]:
             found.append(name)
         else:
             raise BadInput(f"{name}: no such file or directory")
-    return found
+    return list(dict.fromkeys(found))
 
 
 _progress: Progress | None = None   # set while a lint runs; the forked workers inherit it
@@ -109,7 +112,7 @@ def run(args) -> int:
     files = c_files(args.paths)
     with Progress("lint", args.format) as progress:
         findings = lint_files(files, max(1, args.jobs), not args.no_cache, progress)
-    output = render(lint_report(findings, files, time.monotonic() - started), args.format)
+    output = render(lint_report(findings, files, time.monotonic() - started), args.format, args.explain)
     if output:
         print(output)
     return 1 if findings else 0

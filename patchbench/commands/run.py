@@ -42,7 +42,7 @@ def run(args) -> int:
         results = dispatch(applied, args, objects=args.build, kernel=args.boot, boot=args.boot,
                            boot_each=args.boot_each, count_calls=not args.no_coverage,
                            exercise=not args.no_exercise, kselftests=tuple(args.kselftest))
-    report = render(checked.report, args.format)
+    report = render(checked.report, args.format, args.explain)
     if args.format == "json":
         report = json.dumps({**json.loads(report), "jobs": jobs_report.to_json(results),
                              "first_failing_boot": jobs_report.first_failing_boot(results)}, indent=2)

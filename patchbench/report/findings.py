@@ -140,7 +140,9 @@ def _rule_ids() -> list[str]:
     return [rule.ID for rule in registry.rules()]
 
 
-def render(report: Report, fmt: str) -> str:
+def render(report: Report, fmt: str, explain: bool = False) -> str:
+    """The report in `fmt`; `explain`: text shows what decided each finding (its `because`;
+    json and sarif always carry it)."""
     if fmt == "terse":
         return _terse(report)
     if fmt == "json":
@@ -149,7 +151,7 @@ def render(report: Report, fmt: str) -> str:
         return json.dumps(sarif.to_sarif(report.findings, report.contexts, _sarif_failure(report)), indent=2)
     if fmt == "mail":
         return _mail(report)
-    return _text(report)
+    return _text(report, explain)
 
 
 # --- terse: one `file:line: severity: rule: message` line each (checkpatch-like) ----------------
@@ -249,7 +251,7 @@ def location_of(finding: Finding) -> str:
     return f"{finding.file}:{finding.line}" if finding.file and finding.line else finding.file
 
 
-def _finding_text(finding: Finding, shown: Context) -> list[str]:
+def _finding_text(finding: Finding, shown: Context, explain: bool = False) -> list[str]:
     width = TEXT_WIDTH
     function = f" in {finding.function}()" if finding.function else ""
     place = f"{location_of(finding)}: " if finding.file else ""
@@ -260,6 +262,9 @@ def _finding_text(finding: Finding, shown: Context) -> list[str]:
     if shown.related:
         lines.append(f"      {shown.related.what}:")
         lines.append(f"      {shown.related.line:>6} | " + _code(shown.related.text, width - 15))
+    if explain:
+        for reason in finding.because:
+            lines += wrap(f"because: {reason}", width, "      ", "        ")
     return lines
 
 
@@ -287,12 +292,12 @@ def _summary(report: Report, width: int) -> list[str]:
     return lines
 
 
-def _text(report: Report) -> str:
+def _text(report: Report, explain: bool = False) -> str:
     width = TEXT_WIDTH
     if report.header is None:
         lines = []
         for finding, shown in report.shown():
-            lines += _finding_text(finding, shown)
+            lines += _finding_text(finding, shown, explain)
         return "\n".join(lines + _summary(report, width))
     h = report.header
     lines = wrap(f"Series: {h.name}", width, "", "        ")
@@ -303,7 +308,7 @@ def _text(report: Report) -> str:
         lines += [""] + wrap(patch.name, width, "", "    ")
         lines.append(f"  {_plural(len(own), 'new finding') if own else 'no new findings'}")
         for finding, shown in own:
-            lines += _finding_text(finding, shown)
+            lines += _finding_text(finding, shown, explain)
     if report.failed:
         failed = report.failed
         lines += [""] + wrap(failed.name, width, "", "    ")

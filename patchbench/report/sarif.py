@@ -71,6 +71,8 @@ def _result(finding: Finding, shown: Context, rule_index: dict[str, int]) -> dic
         result["ruleIndex"] = rule_index[finding.rule]
     if finding.patch is not None:
         result["properties"] = {"patch": finding.patch}
+    if finding.because:
+        result.setdefault("properties", {})["because"] = list(finding.because)
     return result
 
 

@@ -63,10 +63,31 @@ def registrations(model: FileModel, name: str, tree: bool = True) -> list[Regist
                                   model.sibling(name, kind, first) if first else None))
     if tree:
         found.extend(Registration(kind, struct, kfacts.context_of(kind, struct), True)
-                     for kind, struct in sorted(set(model.context.registrations(name))))
+                     for kind, struct in sorted(set(model.context.registrations(name, outside=model.path))))
     return found
 
 
 def registered_kinds(model: FileModel, name: str, tree: bool = True) -> set[str]:
     """The kinds `name` is registered as (see registrations)."""
     return {registration.kind for registration in registrations(model, name, tree)}
+
+
+SHOWN = 3   # ways of one sort named in an explanation; the rest are counted
+
+
+def explain(model: FileModel, name: str) -> tuple[str, ...]:
+    """The ways into function `name`, in words, for a finding's explanation: its registrations,
+    its callers in the file and the files of the tree that call it."""
+    said = [f"way in: {registration.describe()}" for registration in registrations(model, name)]
+    callers = model.callers.get(name, [])
+    said += [f"way in: called from {call.function}() at line {call.line}" for call in callers[:SHOWN]]
+    if len(callers) > SHOWN:
+        said.append(f"way in: {len(callers) - SHOWN} more calls in this file")
+    elsewhere = model.context.calling_files(model.path, name)
+    said += [f"way in: called from {path}" for path in elsewhere[:SHOWN]]
+    if len(elsewhere) > SHOWN:
+        said.append(f"way in: called from {len(elsewhere) - SHOWN} more files of the tree")
+    if not said:
+        said.append("no way in is known: no caller or registration" +
+                    (" in the tree" if model.context.index is not None else " in this file (no tree index)"))
+    return tuple(said)

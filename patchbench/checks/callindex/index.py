@@ -183,6 +183,10 @@ class CallIndex:
                 return False
         return True
 
+    def path(self, number: int) -> str:
+        found = self._query("SELECT path FROM files WHERE number = ?", number)
+        return found[0][0] if found else ""
+
     def number(self, path: str) -> int:
         found = self._query("SELECT number FROM files WHERE path = ?", path)
         return found[0][0] if found else -1

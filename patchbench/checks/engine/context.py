@@ -83,12 +83,13 @@ class TreeContext:
         when its definitions agree; None otherwise or without an index."""
         return self._lock_effect("guard_of", name)
 
-    def registrations(self, name: str) -> list[tuple[str, str]]:
+    def registrations(self, name: str, outside: str | None = None) -> list[tuple[str, str]]:
         """(field, struct) of each registration of `name` anywhere in the tree (`.next = foo` in a
-        `struct seq_operations` initialiser); [] without an index."""
+        `struct seq_operations` initialiser), or in files other than `outside`; [] without an index."""
         if self.index is None:
             return []
-        return [(kind, struct) for _, kind, struct in self.index.regs(name)]
+        here = self.index.number(self.relative(outside)) if outside is not None else None
+        return [(kind, struct) for number, kind, struct in self.index.regs(name) if number != here]
 
     def need(self, name: str) -> tuple[str, str, int, str] | None:
         """What the index knows `name` (defined in another file or a header) to need on entry:
@@ -122,6 +123,13 @@ class TreeContext:
         if self.index is None:
             return [Way(frozenset(), "unknown")]
         return self.index.ways(self.relative(path), name) or [Way(frozenset(), "none")]
+
+    def calling_files(self, path: str, name: str) -> list[str]:
+        """The other files of the tree that call `name`, in path order; [] without an index."""
+        if self.index is None:
+            return []
+        here = self.index.number(self.relative(path))
+        return sorted(self.index.path(number) for number in self.index.callers(name) if number != here)
 
     def siblings(self, path: str) -> list[dict]:
         """The scans of the other .c files of `path`'s directory, in path order; [] without an

@@ -36,6 +36,9 @@ class Finding:
     args: tuple[tuple[str, str], ...] = ()   # the template's arguments, by name, in name order
     related: Place | None = None   # the place the message relates this one to
     also: tuple[int, ...] = ()     # other lines of the same defect (a value used after its section)
+    # what decided it, for a reviewer to confirm (`--explain`): the ways into the function and
+    # what each holds, the facts-table entries applied; not part of the identity
+    because: tuple[str, ...] = ()
 
     def identity(self) -> tuple:
         """Rule, file, function, kind and arguments, numbers blanked: stable when lines shift and
@@ -51,7 +54,7 @@ class Finding:
                 "function": self.function, "message": self.message, "patch": self.patch, "kind": self.kind,
                 "args": [list(pair) for pair in self.args],
                 "related": {"what": self.related.what, "line": self.related.line} if self.related else None,
-                "also": list(self.also)}
+                "also": list(self.also), "because": list(self.because)}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Finding":
@@ -59,7 +62,8 @@ class Finding:
         return cls(rule=data["rule"], severity=data["severity"], file=data["file"], line=data["line"],
                    function=data["function"], message=data["message"], patch=data.get("patch"),
                    kind=data.get("kind", ""), args=tuple(tuple(pair) for pair in data.get("args", ())),
-                   related=Place(**related) if related else None, also=tuple(data.get("also", ())))
+                   related=Place(**related) if related else None, also=tuple(data.get("also", ())),
+                   because=tuple(data.get("because", ())))
 
     @property
     def repeats(self) -> int:

@@ -75,16 +75,16 @@ def rule(rule_id: str) -> ModuleType:
 
 def finding(rule_module: ModuleType, model: FileModel, node: tree_sitter.Node | int, function: str,
             kind: str, severity: str | None = None, /, related: Place | None = None,
-            also: tuple[int, ...] = (), **args: object) -> Finding:
+            also: tuple[int, ...] = (), because: tuple[str, ...] = (), **args: object) -> Finding:
     """A Finding of rule_module at node (or a 1-based line) in function: its message `kind` (a
     key of the rule's MESSAGES) with the template's `args`; `related`: the place the message
-    relates it to; `also`: other lines of the same defect."""
+    relates it to; `also`: other lines of the same defect; `because`: what decided it, in words."""
     line = node if isinstance(node, int) else node.start_point[0] + 1
     named = tuple(sorted((name, str(value)) for name, value in args.items()))
     return Finding(rule=rule_module.ID, severity=severity or rule_module.SEVERITY, file=model.path,
                    line=line, function=function, message=render(rule_module.MESSAGES[kind], named, also),
                    kind=kind, args=named, related=related if related is None or related.line != line else None,
-                   also=also)
+                   also=also, because=because)
 
 
 def mentions(source: bytes, words: tuple[bytes, ...] | None) -> bool:

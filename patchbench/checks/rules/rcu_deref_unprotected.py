@@ -12,6 +12,7 @@ from typing import Iterable
 
 from patchbench.checks.engine import parse as cparse
 from patchbench.checks.engine import registry
+from patchbench.checks.analyses import calling
 from patchbench.checks.engine.context import TreeContext
 from patchbench.checks.engine.finding import Finding
 from patchbench.checks.engine.model import FileModel
@@ -72,12 +73,13 @@ def check(model: FileModel) -> Iterable[Finding]:
         if call.name == A.USE:
             if call.args[1] == "deref" and any(("a", call.args[0]) in s and not _kept(s, site, analysis)
                                                for s in site.states):
-                yield registry.finding(module, model, call.node, name, "access-alias", variable=call.args[0])
+                yield registry.finding(module, model, call.node, name, "access-alias",
+                                       because=calling.explain(model, name), variable=call.args[0])
             continue
         if call.name == P.ACCESS:
             if call.node in dereferenced and site.states and \
                     not all(_kept(s, site, analysis) for s in site.states):
-                yield registry.finding(module, model, call.node, name, "access")
+                yield registry.finding(module, model, call.node, name, "access", because=calling.explain(model, name))
             continue
         if not site.states:
             continue
@@ -109,10 +111,12 @@ def check(model: FileModel) -> Iterable[Finding]:
         reported.add(call.start)
         kind, args = _message(site, worst)
         yield registry.finding(module, model, call.node, name, kind,
-                             "warning" if worst in ("weak", "rtnl", "unknown") else None, **args)
+                               "warning" if worst in ("weak", "rtnl", "unknown") else None,
+                               because=calling.explain(model, name), **args)
     # `check`: what a read-side section the patch removed covered, judged as lockdep does
     for call, name, severity, kind, args in rcu_removed.findings(analysis, reported):
-        yield registry.finding(module, model, call.node, name, kind, severity, **args)
+        yield registry.finding(module, model, call.node, name, kind, severity,
+                               because=calling.explain(model, name), **args)
 
 
 def _reader(state: frozenset, site: A.Site) -> bool:
