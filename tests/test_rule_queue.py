@@ -30,6 +30,7 @@ EXPECTED = {
     "tp_reader_no_wake.c": {(STOP, "pipit_net_xmit")},
     "tp_recheck_no_barrier.c": {(STOP, "__martin_maybe_stop_tx")},
     "tp_wake_only_in_timeout_task.c": {(STOP, "shrike_start_xmit")},
+    "tp_wake_only_in_open.c": {(STOP, "tern_xmit")},
     # correct shapes that naive matching flags
     "ok_wrapper_from_napi.c": set(),
     "ok_recheck_start.c": set(),

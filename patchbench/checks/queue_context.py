@@ -29,9 +29,8 @@ from patchbench.checks import kfacts
 from patchbench.checks.model import CallSite, FileModel, Function
 
 # Registration kinds (kernel facts table: napi_poll, irq, urb_complete, ...), struct fields and
-# `struct.field`s that are consumers, and those that never are.
+# `struct.field`s that are consumers, and the ops structs no field of which is.
 CONSUMER_KINDS = kfacts.names("registration", "queue_sides", "consumer")
-OTHER_KINDS = kfacts.names("registration", "queue_sides", "other")
 OTHER_STRUCTS = kfacts.names("registration", "queue_sides", "other_structs")
 FREES_TX = re.compile(kfacts.table()["queue"]["frees_tx"])
 # Fields (`ndo_start_xmit`) or struct type and field (`ieee80211_ops.tx`) registering a transmit.
@@ -71,8 +70,7 @@ class Sides:
             return "xmit"
         if (kinds | qualified) & CONSUMER_KINDS:
             return "consumer"
-        if kinds & OTHER_KINDS or any(self.model.ops_structs.get((name, kind)) in OTHER_STRUCTS
-                                      for kind in kinds):
+        if any(self.model.ops_structs.get((name, kind)) in OTHER_STRUCTS for kind in kinds):
             return "other"
         if kinds:
             # deferred work, timers, ops of no known side: a consumer when it completes transmits
