@@ -41,6 +41,7 @@ EXPECTED = {
     "ok_per_ring_field.c": set(),
     "ok_suppressed.c": set(),
     "ok_tty_write_wakeup.c": set(),
+    "ok_ldisc_receive_wakes.c": set(),
     "ok_wake_every_queue_in_loop.c": set(),
     "ok_counted_in_flight.c": set(),
     "ok_periodic_poll.c": set(),
