@@ -31,6 +31,7 @@ EXPECTED = {
     "tp_reader_no_wake.c": {(STOP, "pipit_net_xmit")},
     "tp_recheck_no_barrier.c": {(STOP, "__martin_maybe_stop_tx")},
     "tp_wake_only_in_timeout_task.c": {(STOP, "shrike_start_xmit")},
+    "tp_wake_only_in_open.c": {(STOP, "tern_xmit")},
     # correct shapes that naive matching flags
     "ok_wrapper_from_napi.c": set(),
     "ok_recheck_start.c": set(),
@@ -41,6 +42,7 @@ EXPECTED = {
     "ok_per_ring_field.c": set(),
     "ok_suppressed.c": set(),
     "ok_tty_write_wakeup.c": set(),
+    "ok_ldisc_receive_wakes.c": set(),
     "ok_wake_every_queue_in_loop.c": set(),
     "ok_counted_in_flight.c": set(),
     "ok_periodic_poll.c": set(),
@@ -277,6 +279,7 @@ def test_wake_in_a_sibling_file_of_the_driver(tmp_path, monkeypatch):
 
 
 def test_a_sibling_waking_only_to_recover_is_no_completion_side(tmp_path, monkeypatch):
-    """A sibling file whose only wake is in a reset (or open) function does not complete tx."""
-    main = _split_driver(tmp_path, monkeypatch, ("robin_clean_tx(", "robin_reset_tx("))
+    """A sibling file whose only wake is in a function quiescing the device first (a reset)
+    does not complete tx."""
+    main = _split_driver(tmp_path, monkeypatch, ("\trp->free = 64;", "\tnapi_disable(&rp->napi);\n\trp->free = 64;"))
     assert _stops(main) == [(STOP, "robin_xmit")]

@@ -98,6 +98,33 @@ def names(*path: str) -> frozenset[str]:
     return frozenset(node)
 
 
+def words(name: str) -> tuple[str, ...]:
+    """An identifier's words: `__netvsc_send_pkt` -> ("netvsc", "send", "pkt")."""
+    return tuple(word for word in name.lower().split("_") if word)
+
+
+@dataclass(frozen=True)
+class NameConvention:
+    """A name convention the facts table keeps (with why): identifiers holding one of its
+    entries as whole words, an entry of several words ("start_tx") as consecutive ones."""
+    entries: tuple[tuple[str, ...], ...]
+    why: str
+
+    def matches(self, name: str) -> bool:
+        found = words(name)
+        return any(found[i:i + len(entry)] == entry
+                   for entry in self.entries for i in range(len(found) - len(entry) + 1))
+
+
+@lru_cache(maxsize=None)
+def name_convention(*path: str) -> NameConvention:
+    """The entry at table()[path[0]]...: `words` and `why` (both required)."""
+    node = table()
+    for part in path:
+        node = node[part]
+    return NameConvention(tuple(words(entry) for entry in node["words"]), node["why"])
+
+
 # -- RCU ---------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)

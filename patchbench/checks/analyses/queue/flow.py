@@ -3,11 +3,13 @@
 Shared by the rules queue-stop-unmatched and queue-wake-wrong-queue (RULES.md section (c)):
 
 1. A flow-control stop is a stop reached from the transmit path, or made by a function that fills
-   a ring others drain (tap's rx_handler). Stops in close, timeout, reset, suspend or completion
-   code are teardown and need no completion wake; so is a stop that xmit undoes on every path
-   out of its function (it only serialises the transmit).
-2. It needs a wake of the same queue on the consumer side (queue_context.Sides); a wake only in
-   reset/open paths or in the transmit path's own re-check does not count. A start on the
+   a ring others drain (a virtual device's rx_handler queueing for its readers). A stop in a
+   function that quiesces the device itself (napi_disable, netif_tx_disable: close, reset) is
+   teardown and needs no completion wake; so is a stop that xmit undoes on every path out of its
+   function (it only serialises the transmit).
+2. It needs a wake of the same queue on the consumer side (queue_context.Sides); a wake that its
+   function reaches after quiescing the device, bringing it up or stopping the queue itself
+   (a reset's restart), or in the transmit path's own re-check, does not count. A start on the
    consumer side is reported where it is (it clears the stop without rescheduling the qdisc). A
    consumer-side wake naming a queue that nothing stops is reported as the wrong queue.
 3. A matched stop must guard against the lost wake-up (queue_ordering, warnings).
@@ -25,7 +27,7 @@ from patchbench.checks.callindex import local_includes
 from patchbench.checks.engine.context import TreeContext
 from patchbench.checks.engine.finding import Finding, Place
 from patchbench.checks.engine.model import FileModel, Function
-from patchbench.checks.analyses.queue.sides import OTHER_NAME, RECOVERY_NAME, TEARDOWN_NAME, Sides
+from patchbench.checks.analyses.queue.sides import BRING_UP, QUIESCE, Sides, leaves
 from patchbench.checks.analyses.queue.ordering import QueueFacts, barrier_functions, lost_wakeup, publishers, unordered
 from patchbench.checks.analyses.queue.sites import SPELLINGS, STOP_UNMATCHED, WRONG_QUEUE, QueueSite, QueueSites, Verdict, collect, same_queue, tree_wrappers
 
@@ -33,6 +35,7 @@ from patchbench.checks.analyses.queue.sites import SPELLINGS, STOP_UNMATCHED, WR
 _STOPS = frozenset(name for name, (action, scope, _, _) in SPELLINGS.items()
                    if action == "stop" and scope in ("one", "all"))
 _WAKES = frozenset(name for name, (action, *_) in SPELLINGS.items() if action == "wake")
+_PAUSES = frozenset(name for name, (action, *_) in SPELLINGS.items() if action == "stop")
 _RING_PRODUCE = kfacts.names("ptr_ring", "produce")
 
 
@@ -83,11 +86,11 @@ def _analyse(model: FileModel) -> list[Verdict]:
     sides = Sides(model)
     stops = [s for s in found.sites if s.action == "stop" and s.scope in ("one", "all")
              and ("xmit" in sides.sides[s.function.name] or _produces(s.function))
-             and not TEARDOWN_NAME.search(s.function.name)]
+             and not sides.quiesces_here(s.function)]
     if not stops:
         return []
     consumer = [s for s in found.sites if "consumer" in sides.sides[s.function.name]
-                and not _reprieve(s, stops, found) and not RECOVERY_NAME.search(s.function.name)]
+                and not _reprieve(s, stops, found) and not sides.resets_before(s.function, s.call.start)]
     wakes = [s for s in consumer if s.action == "wake"]
     if not wakes and not sides.has_consumer_root():
         return []  # the completion side lives in another file of the driver
@@ -99,7 +102,8 @@ def _analyse(model: FileModel) -> list[Verdict]:
     stops = [s for s in stops if any(("stopped", s.call.start) in state
                                      for state in results[s.function.name].exits)]
     starts = [s for s in consumer if s.action == "start" and s.scope == "one"
-              and "xmit" not in sides.sides[s.function.name] and sides.restarts_queue(s.function)
+              and "xmit" not in sides.sides[s.function.name]
+              and sides.restarts_queue(s.function, s.call.start)
               and not any(w.function is s.function and same_queue(s, w, found) for w in wakes)]
     verdicts = []
     for start in starts:
@@ -121,14 +125,15 @@ def _analyse(model: FileModel) -> list[Verdict]:
             verdicts.extend(_wrong_queue_verdict(wake, stop) for wake in others)
         elif not woken_in_sibling_file(model):
             verdicts.append(_unmatched_verdict(stop, found, sides))
-    # with several completion wakes (virtio_net has three), one that reclaims tx buffers but wakes
+    # with several completion wakes (one per kind of completion), one that reclaims tx buffers but wakes
     # a fixed queue nothing stops; field names are not compared here (hns3 reaches one index
     # through two fields), and link-up wakes of queue 0 are left alone (ehea)
     stopped_ones = stops + [s for s in found.sites if s.action == "stop" and s.scope == "one"
                             and s.key.kind != "unknown"]
     for wake in wakes:
-        if wake.scope == "one" and wake.key.kind == "const" and sides.restarts_queue(wake.function) \
-                and stops and not any(same_queue(s, wake, found) for s in stopped_ones):
+        if wake.scope == "one" and wake.key.kind == "const" and stops \
+                and sides.restarts_queue(wake.function, wake.call.start) \
+                and not any(same_queue(s, wake, found) for s in stopped_ones):
             verdicts.append(_wrong_queue_verdict(wake, stops[0]))
     unique = {(v.rule, v.site.function.name, v.kind, tuple(sorted(v.args.items()))): v for v in verdicts}
     return list(unique.values())
@@ -149,16 +154,18 @@ def _scheduled_wakes(stop: QueueSite, found: QueueSites, sides: Sides,
 
 
 def _produces(function: Function) -> bool:
-    """The function fills a ring someone else drains (tap's rx_handler feeding its readers)."""
+    """The function fills a ring someone else drains (an rx_handler queueing for a virtual device's readers)."""
     return any(c.name in _RING_PRODUCE for c in function.calls)
 
 
 def _reprieve(site: QueueSite, stops: list[QueueSite], found: QueueSites) -> bool:
-    """A wake or start after a stop of the same queue in the same function: the transmit path's
-    own re-check, which does not replace the completion-side wake."""
+    """A wake or start after a stop of the same queue in the same function, on its way there:
+    the transmit path's own re-check, a recovery that stops the queue, cleans the ring and
+    restarts it, or a pause around a reconfiguration; none replaces the completion-side wake."""
+    paused = [s for s in found.sites if s.action == "stop" and not leaves(s.call, s.function)]
     return site.action != "stop" and any(
         stop.function is site.function and stop.call.end <= site.call.start
-        and same_queue(stop, site, found) for stop in stops)
+        and same_queue(stop, site, found) for stop in stops + paused)
 
 
 def woken_in_sibling_file(model: FileModel) -> bool:
@@ -167,16 +174,17 @@ def woken_in_sibling_file(model: FileModel) -> bool:
     6.1 have no wake of their own). Asked of the tree's call index; alone, a file is judged alone."""
     headers = set(local_includes(model.source))
     wakes = _and_wrappers(_WAKES, model.context)
-    return bool(headers) and any(headers & set(scan.get("includes", ())) and _wakes_outside_recovery(scan, wakes)
+    pauses = _and_wrappers(_PAUSES, model.context) | QUIESCE | BRING_UP
+    return bool(headers) and any(headers & set(scan.get("includes", ())) and _wakes_outside_recovery(scan, wakes, pauses)
                                  for scan in model.context.siblings(model.path))
 
 
-def _wakes_outside_recovery(scan: dict, wakes: frozenset[str]) -> bool:
-    """Some function of a scanned file, not one that recovers a device (reset, timeout) nor one
-    that brings it up or down (open, resume, link), wakes a queue: a candidate completion side."""
-    return any(not RECOVERY_NAME.search(caller) and not OTHER_NAME.search(caller)
-               and any(callee in wakes for callee, _ in called)
-               for caller, called in scan["calls"].items())
+def _wakes_outside_recovery(scan: dict, wakes: frozenset[str], pauses: frozenset[str]) -> bool:
+    """Some function of a scanned file wakes a queue and neither quiesces the device (close, reset,
+    timeout), nor brings it up (open, resume), nor stops a queue itself first: a candidate
+    completion side."""
+    return any(callees & wakes and not callees & pauses
+               for callees in ({callee for callee, _ in called} for called in scan["calls"].values()))
 
 
 def _start_verdict(start: QueueSite, stop: QueueSite) -> Verdict:

@@ -9,7 +9,7 @@
   flight, which needs no count, loses the wake-up). Or unless the wake is in a callback that
   re-arms itself to run periodically (an interrupt URB's completion polling the device): it tests
   again at its next run. Or unless the stop is followed by handing work or a kick to the
-  completion side (veth: stop, then schedule the peer's NAPI): the completion runs after the stop.
+  completion side (a virtual pair: stop, then schedule the peer's NAPI): the completion runs after the stop.
 - A driver following pattern (ii) (stop, full barrier, re-check; completion: publish the index,
   full barrier, test stopped, wake) needs the barrier on both sides.
 

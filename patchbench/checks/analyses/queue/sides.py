@@ -3,15 +3,21 @@
 Roots are functions the file does not call itself (registered callbacks, non-static functions,
 address-taken ones). Each root is one of
 
-- `xmit`:     ndo_start_xmit, mac80211's .tx, or a transmit helper called from another file of
-              the driver (a function taking an skb named *_xmit, *_start_tx, *_send, *_tx);
+- `xmit`:     ndo_start_xmit, mac80211's .tx, or a function taking an skb that only other files
+              of the driver call, named as a transmit helper (the facts table's one kept name
+              convention here, queue.names.xmit_helper);
 - `consumer`: a path that frees ring space: NAPI poll, tx interrupt, tasklet, urb completion,
-              virtqueue/vmbus callbacks, the reader side of a virtual device (read, recvmsg);
-- `other`:    open/close, tx timeout, reset and recovery work, suspend/resume, probe, config.
+              virtqueue/vmbus callbacks, the reader side of a virtual device (read, recvmsg), a tty
+              line discipline's wakeup; and deferred work, timers or ops of no known side that free
+              transmitted buffers or test for a stopped queue without quiescing the device;
+- `other`:    everything that quiesces the device (napi_disable, netif_tx_disable, ...: close,
+              reset, recovery), configuration and power management ops, and registered callbacks
+              that do no completion work.
 
-A root of unknown purpose counts as a consumer: a wake there may well free the queue, and the
-rules prefer silence to a guess. A function's sides are those of the roots that reach it through
-the file's call graph.
+A root of unknown purpose counts as a consumer unless it quiesces the device itself, brings it up
+or is handed to phylib as a link handler: a wake there may well free the queue, and the rules
+prefer silence to a guess. A function's sides are those of the
+roots that reach it through the file's call graph.
 """
 
 from __future__ import annotations
@@ -20,37 +26,20 @@ import re
 from functools import cached_property
 
 from patchbench.checks.kernel import facts as kfacts
-from patchbench.checks.engine.model import FileModel, Function
+from patchbench.checks.engine.model import CallSite, FileModel, Function
 
-# Registration kinds (kernel facts table: napi_poll, irq, urb_complete, ...) and struct fields
-# that are consumers.
+# Registration kinds (kernel facts table: napi_poll, irq, urb_complete, ...), struct fields and
+# `struct.field`s that are consumers, and the ops structs no field of which is.
 CONSUMER_KINDS = kfacts.names("registration", "queue_sides", "consumer")
-# Deferred work and timers are consumers only when they free transmitted buffers themselves.
-DEFERRED_KINDS = kfacts.names("registration", "queue_sides", "deferred")
+OTHER_STRUCTS = kfacts.names("registration", "queue_sides", "other_structs")
 FREES_TX = re.compile(kfacts.table()["queue"]["frees_tx"])
 # Fields (`ndo_start_xmit`) or struct type and field (`ieee80211_ops.tx`) registering a transmit.
 XMIT_FIELDS = kfacts.names("registration", "queue_sides", "xmit")
-_XMIT_NAME = re.compile(r"(xmit|start_tx|hard_start|(^|_)send(_pkt)?$|(^|_)tx$)")
-_CONSUMER_NAME = re.compile(
-    r"(poll|clean|complet|_done|reclaim|tx_int|tx_irq|_isr|interrupt|_irq$|_gc$|recv|receive|read|"
-    r"consume|wakeup)")
-OTHER_NAME = re.compile(
-    r"(reset|restart|reinit|recover|timeout|watchdog|(^|_)up$|(^|_)down$|open|close|(^|_)stop$|"
-    r"suspend|resume|freeze|thaw|probe|remove|init|setup|config|mtu|(^|_)set_|link|carrier|"
-    r"_task$|hang|error|detach|attach|enable|disable|ethtool|ioctl|change|shutdown|teardown|"
-    r"uninit|free|destroy|release|fail)")
-# A stop in a function named like this is teardown or error handling even when xmit reaches it.
-TEARDOWN_NAME = re.compile(r"(reset|restart|reinit|recover|timeout|watchdog|fail|error|(^|_)err$|hang|"
-                           r"suspend|close|(^|_)down$|shutdown|teardown|uninit|detach)")
-# A wake in a function named like this recovers a hung or reset device (a tx timeout handler
-# run from deferred work): it does not run as tx space frees, even when work that does reaches it.
-RECOVERY_NAME = re.compile(r"(reset|reinit|recover|timeout|watchdog|hang)")
+XMIT_HELPER = kfacts.name_convention("queue", "names", "xmit_helper")
+QUIESCE = kfacts.names("queue", "quiesce")
+BRING_UP = kfacts.names("queue", "bring_up")
 STOPPED_TESTS = kfacts.names("queue", "stopped_tests")
-# Generic callback names: a consumer unless the name also says what else it is (link handler).
-_CALLBACK_NAME = re.compile(r"(handler|_cb$|callback)")
-_OTHER_FIELD = re.compile(r"^(ndo_|get_|set_|suspend|resume|freeze|thaw|poweroff|restore|probe|"
-                          r"remove|shutdown|open|release|close|stop|init|exit|reset|timeout|"
-                          r"runtime_|prepare)")
+_LINK_HANDLERS = kfacts.table()["queue"]["link_handlers"]
 
 
 _DEFERRED_INIT = kfacts.names("queue", "deferred_init")
@@ -76,30 +65,32 @@ class Sides:
     def root_side(self, name: str) -> str | None:
         """The side of a root, or None when the function is only reached by in-file calls."""
         kinds = self.model.registrations.get(name, set())
-        if kinds & XMIT_FIELDS or any(f"{self.model.ops_structs.get((name, kind))}.{kind}" in XMIT_FIELDS
-                                      for kind in kinds):
+        qualified = {f"{self.model.ops_structs.get((name, kind))}.{kind}" for kind in kinds}
+        if (kinds | qualified) & XMIT_FIELDS:
             return "xmit"
-        if kinds & CONSUMER_KINDS or any(_CONSUMER_NAME.search(k) or _CALLBACK_NAME.search(k)
-                                         for k in kinds - DEFERRED_KINDS if not _OTHER_FIELD.search(k)):
+        if (kinds | qualified) & CONSUMER_KINDS:
             return "consumer"
-        if kinds & DEFERRED_KINDS:
-            # deferred work completes tx when it frees buffers or waits for a stopped queue to drain
-            if _CONSUMER_NAME.search(name) or (not OTHER_NAME.search(name) and (
-                    self.frees_tx(name) or self.tests_stopped(name))):
-                return "consumer"
+        if any(self.model.ops_structs.get((name, kind)) in OTHER_STRUCTS for kind in kinds):
             return "other"
         if kinds:
-            return "other"
+            # deferred work, timers, ops of no known side: a consumer when it completes transmits
+            return "consumer" if self.completes(name) else "other"
         if not self.model.has_unknown_callers(name) and name in self.model.callers:
             return None
-        function = self.model.functions[name]
-        if _XMIT_NAME.search(name) and self._takes_skb(function):
+        if XMIT_HELPER.matches(name) and self._takes_skb(self.model.functions[name]):
             return "xmit"
-        if _CONSUMER_NAME.search(name):
-            return "consumer"
-        if OTHER_NAME.search(name):
+        if name in self.link_handlers or self.quiesces_here(self.model.functions[name]) \
+                or self.brings_up(name):
             return "other"
         return "consumer"  # purpose unknown: do not rely on it being a reset path
+
+    @cached_property
+    def link_handlers(self) -> set[str]:
+        """Functions handed to phylib as link-change handlers: they run as the link goes up or
+        down, not as transmitted buffers complete."""
+        return {call.args[position].lstrip("&") for function in self.model.functions.values()
+                for call in function.calls
+                if (position := _LINK_HANDLERS.get(call.name)) is not None and position < len(call.args)}
 
     @cached_property
     def sides(self) -> dict[str, set[str]]:
@@ -108,7 +99,7 @@ class Sides:
         roots = {name: self.root_side(name) for name in self.model.functions}
         reached = self._reach(roots)
         handed = {fn for fn, kicked_by in self.deferred_kicks.items()
-                  if roots.get(fn) == "other" and not OTHER_NAME.search(fn)
+                  if roots.get(fn) == "other" and not self.quiesces(fn)
                   and any("consumer" in reached.get(k, ()) for k in kicked_by)}
         if handed:
             reached = self._reach({**roots, **{fn: "consumer" for fn in handed}})
@@ -159,33 +150,86 @@ class Sides:
         return seen
 
     def frees_tx(self, name: str) -> bool:
-        """The function, or one it calls in this file, frees transmitted buffers."""
-        return self._calls_somewhere(name, FREES_TX)
+        """The function, or one it calls in this file, frees transmitted buffers (not on an error
+        path leaving it: open freeing what it allocated)."""
+        return self._calls_somewhere(name, _frees_here)
 
     def tests_stopped(self, name: str) -> bool:
         """The function, or one it calls in this file, tests whether a queue is stopped."""
-        return self._calls_somewhere(name, STOPPED_TESTS.__contains__)
+        return self._calls_somewhere(name, _tests_stopped_here)
 
-    def _calls_somewhere(self, name: str, pattern) -> bool:
-        """pattern: a compiled regex, or a predicate of callee names."""
-        matches = pattern.match if isinstance(pattern, re.Pattern) else pattern
+    def _calls_somewhere(self, name: str, here) -> bool:
+        """here(function): what the function itself does."""
         seen, stack = set(), [name]
         while stack:
             current = stack.pop()
             if current in seen:
                 continue
             seen.add(current)
-            if any(matches(c.name) for c in self.model.functions[current].calls):
+            if here(self.model.functions[current]):
                 return True
             stack.extend(self.callees[current])
         return False
 
-    def restarts_queue(self, function: Function) -> bool:
-        """A start here restarts a queue as a completion does (not bringing the device up): the
-        function tests whether the queue is stopped or frees transmitted buffers."""
-        if OTHER_NAME.search(function.name):
+    def restarts_queue(self, function: Function, at: int) -> bool:
+        """A start (or wake) at that offset restarts a queue as a completion does, not bringing
+        the device up: the function neither quiesces nor brings up the device itself, and before
+        that point tests whether the queue is stopped or frees transmitted buffers: itself, or
+        through its in-file callees when a registered completion (NAPI poll, tx interrupt, ...)
+        reaches it (exported bring-up code frees the old ring through helpers shared with close)."""
+        if "consumer" not in self.sides[function.name] or any(c.name in QUIESCE or c.name in BRING_UP
+                                                              for c in function.calls):
             return False
-        return any(c.name in STOPPED_TESTS for c in function.calls) or self.frees_tx(function.name)
+        before = [c for c in function.calls if c.start < at and not leaves(c, function)]
+        if any(c.name in STOPPED_TESTS or FREES_TX.match(c.name) for c in before):
+            return True
+        return function.name in self._registered_consumers and any(
+            self.frees_tx(c.name) for c in before if c.name in self.callees[function.name])
+
+    @cached_property
+    def _registered_consumers(self) -> set[str]:
+        return self.reach_from({name for name in self.model.functions
+                                if self._is_registered(name) and self.root_side(name) == "consumer"})
+
+    def completes(self, name: str) -> bool:
+        """The function frees transmitted buffers or tests whether a queue is stopped: itself, or
+        through its in-file callees when none of them quiesces the device (reset work frees the
+        whole ring in the close path it shares)."""
+        function = self.model.functions[name]
+        if _tests_stopped_here(function) or _frees_here(function):
+            return True
+        return (self.frees_tx(name) or self.tests_stopped(name)) and not self.quiesces(name)
+
+    def quiesces(self, name: str) -> bool:
+        """The function, or one it calls in this file, quiesces the device or its queues."""
+        return name in self._quiescing
+
+    def brings_up(self, name: str) -> bool:
+        """The function, or one it calls in this file, brings the device up (enables NAPI,
+        requests its interrupt)."""
+        return self._calls_somewhere(name, lambda f: any(c.name in BRING_UP for c in f.calls))
+
+    @staticmethod
+    def quiesces_here(function: Function) -> bool:
+        """The function itself quiesces the device or its queues."""
+        return any(c.name in QUIESCE for c in function.calls)
+
+    @staticmethod
+    def resets_before(function: Function, at: int) -> bool:
+        """On its way to that offset the function quiesces the device or brings it up: what
+        follows restarts a device it reset (a tx timeout's recovery), it does not complete tx."""
+        return any((c.name in QUIESCE or c.name in BRING_UP) and c.start < at and not leaves(c, function)
+                   for c in function.calls)
+
+    @cached_property
+    def _quiescing(self) -> set[str]:
+        found = {name for name, f in self.model.functions.items() if any(c.name in QUIESCE for c in f.calls)}
+        grown = True
+        while grown:
+            more = {name for name, callees in self.callees.items() if name not in found and callees & found}
+            found |= more
+            grown = bool(more)
+        return found
 
     def has_consumer_root(self) -> bool:
         return any(self.root_side(name) == "consumer" and self._is_registered(name)
@@ -197,3 +241,23 @@ class Sides:
     def _takes_skb(self, function: Function) -> bool:
         header = self.model.source[function.node.start_byte:function.body.start_byte]
         return b"sk_buff" in header or b"netdev_tx_t" in header
+
+
+def _frees_here(function: Function) -> bool:
+    return any(FREES_TX.match(c.name) and not leaves(c, function) for c in function.calls)
+
+
+def _tests_stopped_here(function: Function) -> bool:
+    return any(c.name in STOPPED_TESTS for c in function.calls)
+
+
+def leaves(call: CallSite, function: Function) -> bool:
+    """The call is in a block of the function that returns or jumps away (an error path: open
+    freeing what it allocated before it fails)."""
+    block = call.node.parent
+    while block is not None and block.start_byte > function.body.start_byte:
+        if block.type == "compound_statement" and any(
+                child.type in ("return_statement", "goto_statement") for child in block.named_children):
+            return True
+        block = block.parent
+    return False

@@ -14,8 +14,8 @@ index expression says about the queue, independent of the variable names of each
 
 Keys live in a space: a net_device's tx queues, or an ieee80211_hw's (mac80211 numbers its queues
 per hardware queue: `ieee80211_stop_queue(hw, 2)` and `netif_stop_subqueue(dev, 2)` are unrelated).
-A header function around a spelling (b43's `b43_stop_queue(dev, prio)`, which stops `prio` or queue
-0) gives one site per queue it may name, its parameters read at the call (callindex.queue_wrappers).
+A header function around a spelling (a driver's `foo_stop_queue(dev, prio)` that stops `prio`, or queue
+0 when QoS is off) gives one site per queue it may name, its parameters read at the call (callindex.queue_wrappers).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class QueueSite:
         return self.via or self.spelling
 
     def describe(self) -> str:
-        """The queue, and the wrapper's spelling naming it: `queue 0 (ieee80211_stop_queue() in b43_stop_queue())`."""
+        """The queue, and the wrapper's spelling naming it: `queue 0 (ieee80211_stop_queue() in foo_stop_queue())`."""
         return self.key.describe() + (f" ({self.spelling}() in {self.via}())" if self.via else "")
 
 
@@ -115,6 +115,7 @@ class QueueSite:
 class QueueSites:
     sites: list[QueueSite]
     multiqueue: bool
+    copied: frozenset[frozenset[str]] = frozenset()   # index fields the file assigns one from the other
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,17 @@ def same_queue(stop: QueueSite, wake: QueueSite, found: QueueSites) -> bool:
         return False
     if stop.scope == "all" or wake.scope == "all":
         return True
+    if stop.key.kind == wake.key.kind == "field" and frozenset((stop.key.name, wake.key.name)) in found.copied:
+        return True   # `ring->queue_index = q->tqp_index`: two fields holding one index
     return stop.key.matches(wake.key, found.multiqueue)
+
+
+# `ring->queue_index = q->tqp_index;`: a field assigned another struct's field, unchanged
+_FIELD_COPY = re.compile(rb"(?:->|\.)(\w+)\s*=\s*[A-Za-z_][\w>.-]*(?:->|\.)(\w+)\s*;")
+
+
+def _copied_fields(source: bytes) -> frozenset[frozenset[str]]:
+    return frozenset(frozenset((a.decode(), b.decode())) for a, b in _FIELD_COPY.findall(source) if a != b)
 
 
 def tree_wrappers(context: TreeContext) -> dict[str, list]:
@@ -170,7 +181,7 @@ def collect(model: FileModel) -> QueueSites:
     sites.sort(key=lambda site: site.call.start)
     multiqueue = any(s.key.kind not in ("const", "unknown") for s in sites if s.scope == "one") or any(
         c.name in _MULTIQUEUE_CALLS for f in model.functions.values() for c in f.calls)
-    return QueueSites(sites, multiqueue)
+    return QueueSites(sites, multiqueue, _copied_fields(model.source))
 
 
 def _space(spelling: str) -> str:
@@ -278,7 +289,7 @@ class KeyReader:
         return found
 
     def _owner(self, node: tree_sitter.Node) -> str:
-        """The access path owning a field: `tx_ring->queue_index`, `struct igb_ring *tx_ring` -> igb_ring."""
+        """The access path owning a field: `tx_ring->queue_index`, `struct foo_ring *tx_ring` -> foo_ring."""
         base = self.model.canonical(self.function,
                                     self.model.text(node.child_by_field_name("argument")))
         return base if base[:1].isalpha() or base[:1] == "_" else ""
