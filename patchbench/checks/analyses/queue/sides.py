@@ -26,6 +26,7 @@ import re
 from functools import cached_property
 
 from patchbench.checks.kernel import facts as kfacts
+from patchbench.checks.analyses import calling
 from patchbench.checks.engine.model import CallSite, FileModel, Function
 
 # Registration kinds (kernel facts table: napi_poll, irq, urb_complete, ...), struct fields and
@@ -64,13 +65,14 @@ class Sides:
 
     def root_side(self, name: str) -> str | None:
         """The side of a root, or None when the function is only reached by in-file calls."""
-        kinds = self.model.registrations.get(name, set())
-        qualified = {f"{self.model.ops_structs.get((name, kind))}.{kind}" for kind in kinds}
+        registered = calling.registrations(self.model, name, tree=False)
+        kinds = {way.kind for way in registered}
+        qualified = {f"{way.struct}.{way.kind}" for way in registered}
         if (kinds | qualified) & XMIT_FIELDS:
             return "xmit"
         if (kinds | qualified) & CONSUMER_KINDS:
             return "consumer"
-        if any(self.model.ops_structs.get((name, kind)) in OTHER_STRUCTS for kind in kinds):
+        if any(way.struct in OTHER_STRUCTS for way in registered):
             return "other"
         if kinds:
             # deferred work, timers, ops of no known side: a consumer when it completes transmits
