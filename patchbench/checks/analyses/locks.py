@@ -2,7 +2,7 @@
 
 Facts (in frozenset states):
 - ("held", key): the lock is held here. Keys are `FileModel.canonical()` access paths of the lock
-  argument ("tun_file.tx_ring.consumer_lock"), or a fixed name for global locks ("rcu", "rcu_bh",
+  argument ("foo_queue.tx_ring.consumer_lock"), or a fixed name for global locks ("rcu", "rcu_bh",
   "rcu_sched", "rtnl"), or "<kind>:<path>" for object locks (`lock_sock(sk)` -> "sock:sock").
 - ("caller", key): the lock belongs to the caller: it was released here without being taken here,
   or the function states it holds it on entry (`__must_hold`, `lockdep_assert_held`).
@@ -380,7 +380,7 @@ class LockTransfer(flow.Transfer):
                     if handed is not None:   # `b = find_locked(t, &slot); if (!b)`: b's and slot's locks
                         state = state | {("held", handed[0])} | {("implied", flavour, handed[0])
                                                                  for flavour in handed[1]}
-                    elif kind == "held":   # `chan = l2cap_get_chan_by_scid(); if (!chan)`
+                    elif kind == "held":   # `obj = lookup_locked(); if (!obj)`: a lookup returning it locked
                         # only the returned object's lock or one named through a parameter: a
                         # lock reached through an out-parameter (*cbdr) or a global is not followed
                         declarator = summary.function.node.child_by_field_name("declarator")
