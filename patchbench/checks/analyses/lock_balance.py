@@ -1,18 +1,20 @@
 """The lock-imbalance analysis: a lock taken in a function is still held at one of its returns,
 or released on a path that does not hold it (the rule is rules/lock_imbalance.py).
 
-Accepted, not findings:
-- a function meant to return with the lock: `__acquires`, a name like foo_lock()/foo_trylock(),
-  a comment "returns with ... held";
+Accepted, not findings (decided by what the code does, never by a function's name or comment):
+- a function meant to return with the lock: `__acquires`; a seq_file step or a registration whose
+  counterpart releases (facts table [lock_handoff]: ->start, ->pre_doit), held where it succeeds;
 - a lock this function never releases itself (the returns without it never took it), when
-  something says it is handed on: a name word (foo_lock_channel, acquire, lookup, prep,
-  reset_down), a paired registration (.pre_doit, .start/.next, .lock, .init) or an in-file
-  caller that releases it; or the returns say it (kept where it succeeds, absent where it fails);
+  something releases it: an in-file caller, or another function of the file that releases it
+  and never takes it (the other half of a pair); or the returns say it (kept where it
+  succeeds, absent where it fails: a lookup);
 - a lock held only on the returns that report success and released on those that report failure,
   judged by the return type (0 or a count for int, true for bool, a pointer, against -EINVAL,
   false, NULL, ERR_PTR()) and by what the path tested: the trylock and lookup-locked shapes;
 - locks released here that the caller took; `guard()` locks are released at the end of their
   block by the walk itself (locks.LockTransfer.leave_block).
+A lock held on some returns and not on others whose values do not tell them apart (an error
+code returned both with and without it) is a leak, whatever the function is called.
 """
 
 from __future__ import annotations
@@ -27,26 +29,14 @@ from patchbench.checks.engine import summaries
 from patchbench.checks.engine.finding import Finding, Place
 from patchbench.checks.engine.model import FileModel, Function, squeeze
 
-# Names of functions meant to return with a lock held: foo_lock(), foo_lock_irqsave(), foo_trylock(), ...
-_WRAPPER_NAME = re.compile(r"(^|_)(try)?lock(_bh|_irq\w*|_nested|_shared|_exclusive|_all)?$|_locked$"
-                           r"|lock_sock$|_(acquire|get|begin|start|enter|hold)$", re.IGNORECASE)
-# Words of names of functions that hand a lock to their caller: foo_lock_channel(), bar_acquire_nvm().
-_HANDING_NAME = re.compile(r"(^|_)(try)?lock(_|$)|acquire|_get_|_get$|_hold|_begin|_start|_enter|suspend"
-                           r"|(^|_)pre_|prep|_down$|lookup|(^|_)down_(read|write)", re.IGNORECASE)
-# Registrations whose counterpart releases: .pre_doit/.post_doit, .start/.stop, .lock/.unlock, ...
-# (whole field names: .ndo_start_xmit is no .start)
-_PAIRED_FIELD = re.compile(r"^(pre_\w+|\w*_?(start|next|lock|begin|prepare|init|get|enter|acquire))$",
-                           re.IGNORECASE)
-# Words of paired function names: foo_open() takes what foo_close() releases.
-_COUNTERPARTS = (("open", "close"), ("start", "stop"), ("begin", "end"), ("block", "unblock"),
-                 ("get", "put"), ("enter", "exit"), ("prepare", "finish"), ("lock", "unlock"))
+# Registrations whose counterpart releases what they return holding ("<struct>.<field>", facts table
+# [lock_handoff]): seq_file's ->start, genetlink's ->pre_doit.
+_HANDING_FIELDS = kfacts.names("lock_handoff", "fields")
 # seq_file iterator steps: the lock taken by ->start or ->next is released by ->next or ->stop.
-_SEQ_STEPS = {"start", "next"}
-# Names of lookups that return their object locked: netdev_get_by_index_lock(), foo_find_lock_ops()
-_LOCKED_RESULT = re.compile(r"_(try)?lock(_ops\w*)?$")
-_SEQ_FIELDS = frozenset({"start", "next", "stop"})
-# "Returns with the lock held", "leaves rtnl locked": the function comment says it is meant.
-_DOCUMENTED = re.compile(r"\b(returns?|exits?|leaves?|left)\b[^.]{0,60}\b(held|locked)\b", re.IGNORECASE)
+_SEQ_STEPS = kfacts.names("lock_handoff", "seq_steps")
+_SEQ_END = kfacts.names("lock_handoff", "seq_end")
+# Lookups of other files that return their object locked (netdev_get_by_index_lock()).
+_RETURNS_LOCKED = kfacts.names("lock_handoff", "returns_locked")
 _UNREPORTED = frozenset({"irq", "preempt"})
 _FLAVOURS = frozenset({"bh", "irq"})   # what a spin_lock_bh()/_irq() disables until its own unlock
 _EXCLUSIVE = frozenset({"spin", "mutex", "rwlock", "rwsem", "rtnl", "netdev", "devl", "wiphy", "sock"})
@@ -96,9 +86,21 @@ def _seq_step(model: FileModel, name: str) -> bool:
     """A seq_file iterator step (->start, ->next, ->stop), registered here or in another file:
     the lock ->start takes is kept by ->next and released by ->next or ->stop (the seq_file
     protocol, Documentation/filesystems/seq_file.rst): not judged for balance."""
-    kinds = set(model.registrations.get(name, ())) | {kind for kind, struct in model.context.registrations(name)
-                                                      if struct in ("", "seq_operations")}
-    return bool(kinds) and kinds <= _SEQ_FIELDS
+    ways = _registered_as(model, name)
+    return bool(ways) and all(_listed(struct, kind, _SEQ_STEPS | _SEQ_END) for struct, kind in ways)
+
+
+def _registered_as(model: FileModel, name: str) -> set[tuple[str, str]]:
+    """(struct, field) of each registration of the function in this file (parsed), or else (with
+    an index) in other files (scanned); "" for a struct the registration does not name."""
+    here = {(model.ops_structs.get((name, kind)) or "", kind) for kind in model.registrations.get(name, ())}
+    return here or {(struct, kind) for kind, struct in model.context.registrations(name)}
+
+
+def _listed(struct: str, kind: str, entries: frozenset[str]) -> bool:
+    """The registration is one of the facts table's "<struct>.<field>" entries (any struct of
+    that field when the registration does not say which)."""
+    return f"{struct}.{kind}" in entries if struct else any(e.endswith(f".{kind}") for e in entries)
 
 
 def _precondition(model: FileModel, function: Function) -> frozenset:
@@ -120,8 +122,7 @@ def _check_function(model: FileModel, summary: summaries.Summary, rule: ModuleTy
         holding = [(node, state) for node, state in exits
                    if ("held", key) in state and ("caller", key) not in state]
         releasing = [(node, state) for node, state in exits if ("held", key) not in state]
-        if _intended(model, function, key, holding, releasing) or _retaken(model, summary, key) \
-                or _documented_handoff(model, function, key):
+        if _intended(model, function, key, holding, releasing) or _retaken(model, summary, key):
             continue
         node = min((n for n, _ in holding), key=lambda n: n.start_byte)
         spelled = _spelling(model, function, key)
@@ -151,30 +152,6 @@ def _taken_at(model: FileModel, function: Function, key: str):
                 locks.lock_key(model, function, call, op) == key:
             return call
     return None
-
-
-def _documented_handoff(model: FileModel, function: Function, key: str) -> bool:
-    """The comment right above the acquisition names another function of the file that releases
-    the lock ("Lock just before TX ... and release the lock in dpaa2_eth_free_tx_fd when ...")."""
-    transfer = locks.LockTransfer(model)
-    lines = model.source.split(b"\n")
-    for call in function.calls:
-        found = transfer.op(call)
-        if found is None or found[1] != key or found[0].action == "release":
-            continue
-        index, comment = call.line - 2, []
-        while index >= 0 and len(comment) < 12:
-            text = lines[index].strip()
-            if not (text.startswith((b"/*", b"*", b"//")) or text.endswith(b"*/")):
-                break
-            comment.append(text.decode("utf-8", "replace"))
-            index -= 1
-        for word in re.findall(r"\w+", " ".join(comment)):
-            other = model.functions.get(word)
-            if other is not None and other is not function and any(
-                    (op := transfer.op(c)) and op[0].action == "release" and op[1] == key for c in other.calls):
-                return True
-    return False
 
 
 def _retaken(model: FileModel, summary: summaries.Summary, key: str) -> bool:
@@ -314,9 +291,8 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary, rule: ModuleT
 
 
 def _returned_locked(model: FileModel, function: Function, call, op) -> bool:
-    """The released lock's object came from a function of another file named for returning it
-    locked (`netdev = netdev_get_by_index_lock(net, ifindex)`: "returned with netdev->lock
-    held"): the walk does not see that callee take it."""
+    """The released lock's object came from a lookup of another file that returns it locked
+    (facts table [lock_handoff] returns_locked): the walk does not see that callee take it."""
     if op.key == "global" or op.argument >= len(call.args):
         return False
     root = re.match(r"&?\(?(\w+)", call.args[op.argument])
@@ -331,7 +307,7 @@ def _returned_locked(model: FileModel, function: Function, call, op) -> bool:
         if target is not None and value is not None and target.text == variable and \
                 value.type == "call_expression":
             callee = model.text(value.child_by_field_name("function"))
-            if callee not in model.functions and _LOCKED_RESULT.search(callee):
+            if callee not in model.functions and callee in _RETURNS_LOCKED:
                 return True
     return False
 
@@ -389,49 +365,88 @@ def _on_labelled_exit(function: Function, call) -> bool:
 
 
 def _intended(model: FileModel, function: Function, key: str, holding, releasing) -> bool:
-    acquires = locks.annotated_keys(model, function, "__acquires")
-    registered = model.registrations.get(function.name, ())
-    paired = any(_PAIRED_FIELD.search(kind) for kind in registered)
-    # a callback registered for something else (.ndo_start_xmit) hands nothing on, whatever its name
-    named = (not registered or paired) and _WRAPPER_NAME.search(function.name)
-    if key in acquires or named or _DOCUMENTED.search(function.comment):
+    """Returning with the lock is what the function is for, judged by what it and the rest of
+    the file do, never by its name or its comment: annotated `__acquires`; a seq_file step, or a
+    registration whose counterpart releases (facts table), held where it succeeds; released by
+    its in-file callers or by another function of the file that never takes it (the other half
+    of a pair), where it never releases it itself or holds it exactly where it succeeds; or
+    returns that tell the caller whether it holds it (a trylock, a lookup returning it locked)."""
+    if key in locks.annotated_keys(model, function, "__acquires") or \
+            model.only_reached_from(function.name, _SEQ_STEPS):
         return True
-    # a seq_file iterator's ->start/->next keep what ->stop releases; foo_open() what foo_close() does
-    if model.only_reached_from(function.name, _SEQ_STEPS) or _counterpart_releases(model, function, key):
-        return True
-    # .pre_doit takes what .post_doit releases: held where it succeeds, whatever its failures do
-    if paired and _reports(_return_kind(model, function), holding, "success"):
-        return True
+    ways = _registered_as(model, function.name)
+    handing = bool(ways) and all(_listed(struct, kind, _HANDING_FIELDS) for struct, kind in ways)
     kind = _return_kind(model, function)
-    if not any(("released", key) in state for _, state in releasing):
-        # never released here (the other returns never took it): meant only if something says
-        # it is handed on: the name (a "get" word only for a lookup returning a pointer), a paired
-        # registration, or in-file callers that release it
-        handing = _HANDING_NAME.search(function.name)
-        if handing and "get" in handing.group(0) and kind != "pointer":
-            handing = None
-        if ((handing and (not registered or paired)) or _callers_release(model, function, key) or paired):
-            return True
-        # or the returns say it: kept where it succeeds, never taken where it fails (a lookup)
-        return bool(releasing) and _reports(kind, holding, "success") and _reports(kind, releasing, "failure")
-    if not _reports(kind, holding, "success"):
-        return False
-    # an int function may also return 0 early by mistake: where it unlocked, it must report errors
-    return kind != "int" or _reports(kind, [(n, s) for n, s in releasing if ("released", key) in s], "failure")
+    # .pre_doit takes what .post_doit releases: held where it succeeds, whatever its failures do
+    if handing and _reports(kind, holding, "success"):
+        return True
+    callers = _callers_release(model, function, key)
+    # never released here (the returns without it never took it): a hand-off when something
+    # releases it
+    if not any(("released", key) in state for _, state in releasing) and \
+            (handing or callers or _released_elsewhere(model, function, key)):
+        return True
+    # held for one answer and not for the other: a value the callers test and then release it
+    return _tells_apart(kind, holding, releasing, _tried(model, function, key)) or (
+        callers and _answers_apart(kind, holding, releasing))
 
 
-def _counterpart_releases(model: FileModel, function: Function, key: str) -> bool:
-    """The function's counterpart in the file (foo_open -> foo_close, foo_block -> foo_unblock)
-    releases the lock itself."""
+def _tells_apart(kind: str, holding, releasing, tried: bool) -> bool:
+    """Held on the returns that report success, not on those that report failure, by the
+    kernel's conventions (0 or a count against -E..., a pointer against NULL or ERR_PTR(), true
+    against false): neither side returns what the other does. Returns holding it whose value is
+    unknown (`return esw->mode;`) count as successes only where the lock is taken by a trylock,
+    whose failure the function reports."""
+    held = {_outcome(kind, node, state) for node, state in holding}
+    free = {_outcome(kind, node, state) for node, state in releasing}
+    if kind in ("pointer", "bool") and held == {"success"}:
+        # an object (or true) given back on every held return: the caller knows by what it gets
+        # (another object than its own, an out-flag set beside it) which it must unlock
+        return True
+    return bool(releasing) and ((held == {"success"} and "success" not in free)
+                                or (tried and free == {"failure"} and "failure" not in held))
+
+
+def _tried(model: FileModel, function: Function, key: str) -> bool:
+    """The function takes the lock with a trylock."""
     transfer = locks.LockTransfer(model)
-    for word, other in _COUNTERPARTS:
-        name = re.sub(rf"(^|_){word}(_|$)", rf"\g<1>{other}\g<2>", function.name)
-        counterpart = model.functions.get(name)
-        if name != function.name and counterpart is not None and any(
-                (found := transfer.op(call)) and found[0].action == "release" and found[1] == key
-                for call in counterpart.calls):
-            return True
-    return False
+    return any((found := transfer.op(call)) is not None and found[1] == key and found[0].action in ("try", "try_fail")
+               for call in function.calls)
+
+
+def _answers_apart(kind: str, holding, releasing) -> bool:
+    """Every return's outcome is known and the held ones answer otherwise than the others
+    (`return false;` holding both locks, `return true;` after releasing them)."""
+    held = {_outcome(kind, node, state) for node, state in holding}
+    free = {_outcome(kind, node, state) for node, state in releasing}
+    return bool(releasing) and None not in held | free and held.isdisjoint(free)
+
+
+def _released_elsewhere(model: FileModel, function: Function, key: str) -> bool:
+    """Another function of the file releases the lock and never takes it (foo_close() enabling
+    the softirqs foo_open() disabled, a completion unlocking what a transmit locked)."""
+    transfer = locks.LockTransfer(model)
+
+    def ops(call) -> list:
+        """(op, key) of the call's own lock operation and of a header wrapper's."""
+        found = transfer.op(call)
+        return ([found] if found else []) + transfer.wrapped(call)
+
+    def actions(other: Function) -> set[str]:
+        """What other's calls do to the lock, and (one level down) those of the in-file functions
+        it calls, seen from its call."""
+        done = set()
+        for call in other.calls:
+            done |= {op.action for op, lock in ops(call) if lock == key}
+            callee = model.functions.get(call.name)
+            if callee is not None and callee is not function and callee is not other:
+                done |= {op.action for inner in callee.calls for op, lock in ops(inner)
+                         if model.at_call_site(lock, callee, call) == key}
+        return done
+
+    # an assert (ASSERT_RTNL() in a helper it calls) takes nothing
+    return any(other is not function and "release" in (done := actions(other)) and done <= {"release", "assert"}
+               for other in model.functions.values())
 
 
 def _reports(kind: str, exits, outcome: str) -> bool:
@@ -478,6 +493,8 @@ def _outcome(kind: str, node, state: frozenset) -> str | None:
     for truth in (False, True):
         if ("branch", value, truth) in state:   # zero is success for an int, failure otherwise
             return "success" if (kind == "int") != truth else "failure"
+        if kind == "int" and ("branch", f"{value}<0", truth) in state:   # `if (ret < 0)`: an errno
+            return "failure" if truth else "success"
     value = locks.returned(node, state)   # `err = -EBUSY; goto out;` ... `return err;`
     if _FAILURE.match(value) or (kind in ("bool", "pointer") and value == "0"):
         return "failure"

@@ -380,7 +380,7 @@ class LockTransfer(flow.Transfer):
                     if handed is not None:   # `b = find_locked(t, &slot); if (!b)`: b's and slot's locks
                         state = state | {("held", handed[0])} | {("implied", flavour, handed[0])
                                                                  for flavour in handed[1]}
-                    elif kind == "held":   # `chan = l2cap_get_chan_by_scid(); if (!chan)`
+                    elif kind == "held":   # `obj = lookup_locked(); if (!obj)`: a lookup returning it locked
                         # only the returned object's lock or one named through a parameter: a
                         # lock reached through an out-parameter (*cbdr) or a global is not followed
                         declarator = summary.function.node.child_by_field_name("declarator")

@@ -5,20 +5,19 @@ walks the functions calling them with lock semantics (patchbench.checks.locks) t
 the file's call graph, and reports each call where the ring's lock is not held on every path.
 
 Held means: taken before on every path (spin_lock*, true branch of spin_trylock*, guard()),
-asserted (`lockdep_assert_held`), stated (`__must_hold`, or a comment "caller must hold
-...consumer_lock"), or held at every in-file call site of a function nobody else can call.
+asserted (`lockdep_assert_held`), stated in a way the tools read (`__must_hold`), or held at every
+in-file call site of a function nobody else can call. A comment's wording ("caller must hold",
+"single consumer") decides nothing: nothing checks it.
 The lock must belong to the same ring: keys are type-based access paths, so
 `spin_lock(&q->ring.consumer_lock)` covers `__ptr_ring_consume(&q->ring)` whatever the local names;
 a ring reached only through an untyped `struct ptr_ring *` parameter accepts any lock of its side.
-Exempt: a comment within 5 lines above the call or above the function saying the consumer is
-single / lockless / not resized; functions only reached from ways in that run one at a time (a
-NAPI poll, a qdisc's dequeue/peek/reset: facts table); consumers of rings that are single-consumer
-by contract (a page_pool's); teardown functions; the primitives' own bodies (`__ptr_ring_*`).
+Exempt: functions only reached from ways in that run one at a time (a NAPI poll, a kthread, a
+qdisc's dequeue/peek/reset: facts table); consumers of rings that are single-consumer by contract
+(a page_pool's); the primitives' own bodies (`__ptr_ring_*`).
 """
 
 from __future__ import annotations
 
-import re
 from types import ModuleType
 
 from patchbench.checks.kernel import facts as kfacts
@@ -41,10 +40,6 @@ PRIMITIVES = {side: kfacts.names("ptr_ring", side) for side in ("consumer", "pro
 RESIZE_SENSITIVE = kfacts.names("ptr_ring", "resize_sensitive")
 _RESIZE = kfacts.names("ptr_ring", "resize")
 
-_EXEMPTING_COMMENT = re.compile(r"single[ -]consumer|single[ -]producer|lockless|no.?resize", re.I)
-_CALLER_HOLDS = re.compile(r"(caller|must|hold|held|under)[^.;]{0,60}(consumer|producer)_lock", re.I)
-_TEARDOWN = re.compile(r"(cleanup|destroy|_free|purge|teardown|_reset|_exit)$|_fini", re.I)
-_COMMENT_WINDOW = 5
 # Ways in that run one at a time (a NAPI poll, a qdisc's dequeue): one consumer by construction.
 _SERIALISED_CONTEXTS = kfacts.names("ptr_ring", "serialised_contexts")
 _SINGLE_CONSUMER_RINGS = kfacts.names("ptr_ring", "single_consumer_rings")
@@ -67,7 +62,8 @@ def check_side(model: FileModel, rule: ModuleType, side: str) -> list[Finding]:
         states = results[call.function].result.states_at(call)
         ring = _ring_key(model, function, call)
         holding = [any(_covers(key, ring, lock_name) for key in locks.held(s)) for s in states]
-        if all(holding) or _exempt(model, function, call) or (side == "consumer" and ring in _SINGLE_CONSUMER_RINGS):
+        if all(holding) or model.only_reached_from(function.name, _SERIALISED_CONTEXTS) or \
+                (side == "consumer" and ring in _SINGLE_CONSUMER_RINGS):
             continue
         findings.append(registry.finding(rule, model, call.node, function.name,
                                        "unlocked-on-some-paths" if any(holding) else "unlocked",
@@ -90,8 +86,6 @@ def _held_locks(model: FileModel) -> dict[str, summaries.Summary]:
 
 def _precondition(model: FileModel, function: Function) -> frozenset:
     keys = set(locks.annotated_keys(model, function, "__must_hold", "__releases"))
-    if _CALLER_HOLDS.search(function.comment):
-        keys |= {f"*.{side}_lock" for side in PRIMITIVES if f"{side}_lock" in function.comment}
     return frozenset({("held", k) for k in keys} | {("caller", k) for k in keys})
 
 
@@ -108,15 +102,6 @@ def _covers(key: str, ring: str, lock_name: str) -> bool:
         return True
     opaque = "." not in ring or ring == "skb_array.ring"
     return opaque and key.endswith(f".{lock_name}")
-
-
-def _exempt(model: FileModel, function: Function, call: CallSite) -> bool:
-    if _TEARDOWN.search(function.name) or model.only_reached_from(function.name, _SERIALISED_CONTEXTS):
-        return True
-    if _EXEMPTING_COMMENT.search(function.comment) or _EXEMPTING_COMMENT.search(function.body_comment):
-        return True
-    lines = model.source.split(b"\n")[max(function.start_line, call.line - _COMMENT_WINDOW) - 1:call.line]
-    return any(_EXEMPTING_COMMENT.search(line.decode("utf-8", "replace")) for line in lines)
 
 
 def _created_space_misuse(model: FileModel, rule: ModuleType, calls: list[CallSite]) -> list[Finding]:

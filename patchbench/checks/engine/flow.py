@@ -161,8 +161,16 @@ def _stable_queries() -> frozenset[str]:
     return kfacts.names("flow", "stable_queries")
 
 
-# Names of calls that only answer a question about their argument (mlx4_is_mfunc(dev)).
-_PREDICATE = re.compile(r"(^|_)(is|has|can|should|needs?|uses?)_|_(enabled|supported|capable)$")
+@lru_cache(maxsize=4096)
+def _named_query(name: str) -> bool:
+    """The call is named as a query of its argument (mlx4_is_mfunc(dev)): facts table [flow]
+    query_words, on whole words."""
+    words = name.split("_")
+    return len(words) > 1 and (not _QUERY_WORDS.isdisjoint(words[:-1]) or words[-1] in _QUERY_LAST_WORDS)
+
+
+_QUERY_WORDS = kfacts.names("flow", "query_words")
+_QUERY_LAST_WORDS = kfacts.names("flow", "query_last_words")
 _KNOWN_TRUTH = {"true": True, "1": True, "false": False, "0": False, "NULL": False}
 _SIDE_EFFECT = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--")
 _LOOPS = ("while_statement", "for_statement", "do_statement")
@@ -785,7 +793,7 @@ def _tag_of(function: Function, condition: tree_sitter.Node) -> tuple[str, bool]
     while node.type == "unary_expression" and _operator(node) == "!":
         node, truth = _unwrap(node.child_by_field_name("argument")), not truth
     stable = _stable_queries()
-    if any(c.name not in stable and not _PREDICATE.search(c.name) for c in function.calls_within(node)):
+    if any(c.name not in stable and not _named_query(c.name) for c in function.calls_within(node)):
         return None
     text = squeeze(_text(node))
     if _SIDE_EFFECT.search(text):
@@ -826,8 +834,10 @@ def _readers(function: Function) -> _Readers:
         return found
     readers = set(function.params) | {"*" + param for param in function.params}
     # what locks.returned_text() reads at a return
-    readers |= {squeeze(_text(node.named_children[0])) for node in function.shapes.get("return", [])
+    returned = {squeeze(_text(node.named_children[0])) for node in function.shapes.get("return", [])
                 if node.named_child_count}
+    # and whether a returned value is an errno (`if (ret < 0)`), which tells what the return reports
+    readers |= returned | {f"{text}<0" for text in returned}
     conditions, gotos = [], []
     for match in cparse.matches(_READ, function.body):
         if "goto" in match:
