@@ -23,6 +23,7 @@ import re
 from types import ModuleType
 
 from patchbench.checks.kernel import facts as kfacts
+from patchbench.checks.analyses import calling
 from patchbench.checks.analyses import locks
 from patchbench.checks.engine import registry
 from patchbench.checks.engine import summaries
@@ -93,8 +94,8 @@ def _seq_step(model: FileModel, name: str) -> bool:
 def _registered_as(model: FileModel, name: str) -> set[tuple[str, str]]:
     """(struct, field) of each registration of the function in this file (parsed), or else (with
     an index) in other files (scanned); "" for a struct the registration does not name."""
-    here = {(model.ops_structs.get((name, kind)) or "", kind) for kind in model.registrations.get(name, ())}
-    return here or {(struct, kind) for kind, struct in model.context.registrations(name)}
+    here = {(way.struct, way.kind) for way in calling.registrations(model, name, tree=False)}
+    return here or {(way.struct, way.kind) for way in calling.registrations(model, name) if way.elsewhere}
 
 
 def _listed(struct: str, kind: str, entries: frozenset[str]) -> bool:
