@@ -4,7 +4,8 @@ or released on a path that does not hold it (the rule is rules/lock_imbalance.py
 Accepted, not findings (decided by what the code does, never by a function's name or comment):
 - a function meant to return with the lock: `__acquires`; a seq_file step or a registration whose
   counterpart releases (facts table [lock_handoff]: ->start, ->pre_doit), held where it succeeds;
-- a lock this function never releases itself (the returns without it never took it), when
+- a lock this function never releases itself but to unwind a failure (the returns without it
+  never took it, or report the failure), when
   something releases it: an in-file caller, or another function of the file that releases it
   and never takes it (the other half of a pair); or the returns say it (kept where it
   succeeds, absent where it fails: a lookup);
@@ -382,10 +383,10 @@ def _intended(model: FileModel, function: Function, key: str, holding, releasing
     if handing and _reports(kind, holding, "success"):
         return True
     callers = _callers_release(model, function, key)
-    # never released here (the returns without it never took it): a hand-off when something
-    # releases it
-    if not any(("released", key) in state for _, state in releasing) and \
-            (handing or callers or _released_elsewhere(model, function, key)):
+    # never released here but to unwind a failure (the returns without it never took it, or
+    # report the failure): a hand-off when something else releases it
+    if not any(("released", key) in state and _outcome(kind, node, state) != "failure" for node, state in releasing) \
+            and (handing or callers or _released_elsewhere(model, function, key)):
         return True
     # held for one answer and not for the other: a value the callers test and then release it
     return _tells_apart(kind, holding, releasing, _tried(model, function, key)) or (

@@ -65,6 +65,8 @@ REGISTRATION_FIELDS = kfacts.registration_fields()
 _ACCESS_PATH = re.compile(r"^&?\(?[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*|\[[^\]]*\])*\)?$")
 _ANNOTATION = re.compile(r"\b(__must_hold|__acquires|__releases)\s*\(")
 _INDEX = re.compile(r"\[[^\]]*\]")
+# `(*p)->lock`, a lock reached through an out-parameter: the lock of p's type, as `p->lock` is
+_DEREFERENCED = re.compile(r"^\(\*(\w+)\)")
 
 
 def squeeze(text: str) -> str:
@@ -340,7 +342,7 @@ class FileModel:
             if function is None or root not in function.aliases or function.aliases[root] == key:
                 break
             key = function.aliases[root] + rest
-        key = _INDEX.sub("[]", key.replace("->", "."))
+        key = _INDEX.sub("[]", _DEREFERENCED.sub(r"\1", key).replace("->", "."))
         root, rest = _split_root(key)
         if function is not None and root in function.types:
             key = function.types[root] + rest
