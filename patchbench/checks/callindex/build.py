@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -310,9 +311,7 @@ def _staged(listed: str) -> tuple[dict[str, str], set[str]]:
     the kept paths git's blob id is not the file's content for."""
     staged: dict[str, str] = {}
     hashed: set[str] = set()
-    for entry in listed.split("\0"):
-        meta, _, path = entry.partition("\t")
-        mode, blob, stage = (meta.split() + ["", "", ""])[:3]
+    for mode, blob, stage, path in _STAGED_ENTRY.findall(listed):   # one regex pass: a kernel lists 50 000
         if not _walked(path):
             continue
         if mode in ("100644", "100755") and stage == "0":
@@ -320,6 +319,9 @@ def _staged(listed: str) -> tuple[dict[str, str], set[str]]:
         else:
             hashed.add(path)   # a symlink, a conflict, a submodule
     return staged, hashed
+
+
+_STAGED_ENTRY = re.compile(r"(\d+) ([0-9a-f]+) (\d+)\t([^\0]*)\0")
 
 
 # indexed() as git pathspecs ("*" matches "/" too); _walked() still decides
@@ -331,7 +333,8 @@ _GLOBBING = {"GIT_LITERAL_PATHSPECS": "0"}   # the runner's default is literal
 
 def _walked(path: str) -> bool:
     """_walked_blobs lists path: indexed, and under no directory named .*"""
-    return indexed(path) and not any(part.startswith(".") for part in path.split("/")[:-1])
+    directory = path.rpartition("/")[0]
+    return indexed(path) and not directory.startswith(".") and "/." not in directory
 
 
 def from_git(git_dir: Path, rev: str, jobs: int) -> CallIndex:
