@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
+from patchbench.checks.analyses import calling
 from patchbench.checks.engine import parse as cparse
 from patchbench.checks.engine import flow
 from patchbench.checks.engine.model import FileModel
@@ -91,8 +92,9 @@ static void setup(struct priv *p) { netif_napi_add(p->dev, &p->napi, poll); time
     assert model.registrations["xmit"] == {"ndo_start_xmit"}
     assert model.registrations["tick"] == {"timer"}
     assert model.has_unknown_callers("xmit") and not model.has_unknown_callers("helper")
-    assert model.only_reached_from("helper", {"napi_poll"})
-    assert not model.only_reached_from("xmit", {"napi_poll"})
+    assert calling.only_reached_from(model, "helper", {"napi_poll"})
+    assert not calling.only_reached_from(model, "xmit", {"napi_poll"})
+    assert calling.only_reached_from(model, "xmit", {"net_device_ops.ndo_start_xmit"})
 
 
 class _Held(flow.Transfer):

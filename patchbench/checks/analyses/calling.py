@@ -72,6 +72,47 @@ def registered_kinds(model: FileModel, name: str, tree: bool = True) -> set[str]
     return {registration.kind for registration in registrations(model, name, tree)}
 
 
+def registered_ways(model: FileModel, name: str) -> list[Registration]:
+    """How the kernel reaches `name`: its registrations in its own file, which say all there is
+    when there are any; otherwise those elsewhere in the tree, unless the function is static (a
+    same-named function of another file is another function)."""
+    here = registrations(model, name, tree=False)
+    function = model.functions.get(name)
+    if here or (function is not None and function.is_static and not model.path.endswith(".h")):
+        return here
+    return [way for way in registrations(model, name) if way.elsewhere]
+
+
+def listed(way: Registration, entries: frozenset[str] | set[str]) -> bool:
+    """The registration is one of a facts table list: a registration kind ("napi_poll") or a
+    "<struct>.<field>" entry (any struct of that field when the registration names none)."""
+    if way.kind in entries:
+        return True
+    if way.struct:
+        return f"{way.struct}.{way.kind}" in entries
+    return any(entry.endswith(f".{way.kind}") for entry in entries)
+
+
+def only_reached_from(model: FileModel, name: str, entries: frozenset[str] | set[str]) -> bool:
+    """Every way into `name` is a registration listed in `entries`, directly or through in-file
+    callers that are themselves only reached that way (a helper of a NAPI poll)."""
+    seen: set[str] = set()
+
+    def reached(current: str) -> bool:
+        if current in seen:
+            return True   # a cycle adds no new way in
+        seen.add(current)
+        ways = registered_ways(model, current)
+        if ways:
+            return all(listed(way, entries) for way in ways)
+        callers = model.callers.get(current, [])
+        if not callers or model.has_unknown_callers(current):
+            return False
+        return all(call.function and reached(call.function) for call in callers)
+
+    return reached(name)
+
+
 SHOWN = 3   # ways of one sort named in an explanation; the rest are counted
 
 

@@ -88,21 +88,8 @@ def _seq_step(model: FileModel, name: str) -> bool:
     """A seq_file iterator step (->start, ->next, ->stop), registered here or in another file:
     the lock ->start takes is kept by ->next and released by ->next or ->stop (the seq_file
     protocol, Documentation/filesystems/seq_file.rst): not judged for balance."""
-    ways = _registered_as(model, name)
-    return bool(ways) and all(_listed(struct, kind, _SEQ_STEPS | _SEQ_END) for struct, kind in ways)
-
-
-def _registered_as(model: FileModel, name: str) -> set[tuple[str, str]]:
-    """(struct, field) of each registration of the function in this file (parsed), or else (with
-    an index) in other files (scanned); "" for a struct the registration does not name."""
-    here = {(way.struct, way.kind) for way in calling.registrations(model, name, tree=False)}
-    return here or {(way.struct, way.kind) for way in calling.registrations(model, name) if way.elsewhere}
-
-
-def _listed(struct: str, kind: str, entries: frozenset[str]) -> bool:
-    """The registration is one of the facts table's "<struct>.<field>" entries (any struct of
-    that field when the registration does not say which)."""
-    return f"{struct}.{kind}" in entries if struct else any(e.endswith(f".{kind}") for e in entries)
+    ways = calling.registered_ways(model, name)
+    return bool(ways) and all(calling.listed(way, _SEQ_STEPS | _SEQ_END) for way in ways)
 
 
 def _precondition(model: FileModel, function: Function) -> frozenset:
@@ -374,10 +361,10 @@ def _intended(model: FileModel, function: Function, key: str, holding, releasing
     of a pair), where it never releases it itself or holds it exactly where it succeeds; or
     returns that tell the caller whether it holds it (a trylock, a lookup returning it locked)."""
     if key in locks.annotated_keys(model, function, "__acquires") or \
-            model.only_reached_from(function.name, _SEQ_STEPS):
+            calling.only_reached_from(model, function.name, _SEQ_STEPS):
         return True
-    ways = _registered_as(model, function.name)
-    handing = bool(ways) and all(_listed(struct, kind, _HANDING_FIELDS) for struct, kind in ways)
+    ways = calling.registered_ways(model, function.name)
+    handing = bool(ways) and all(calling.listed(way, _HANDING_FIELDS) for way in ways)
     kind = _return_kind(model, function)
     # .pre_doit takes what .post_doit releases: held where it succeeds, whatever its failures do
     if handing and _reports(kind, holding, "success"):

@@ -21,7 +21,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from patchbench.checks.kernel import facts as kfacts
-from patchbench.checks.analyses import locks
+from patchbench.checks.analyses import calling, locks
 from patchbench.checks.engine import registry
 from patchbench.checks.engine import summaries
 from patchbench.checks.engine.finding import Finding
@@ -62,7 +62,7 @@ def check_side(model: FileModel, rule: ModuleType, side: str) -> list[Finding]:
         states = results[call.function].result.states_at(call)
         ring = _ring_key(model, function, call)
         holding = [any(_covers(key, ring, lock_name) for key in locks.held(s)) for s in states]
-        if all(holding) or model.only_reached_from(function.name, _SERIALISED_CONTEXTS) or \
+        if all(holding) or calling.only_reached_from(model, function.name, _SERIALISED_CONTEXTS) or \
                 (side == "consumer" and ring in _SINGLE_CONSUMER_RINGS):
             continue
         findings.append(registry.finding(rule, model, call.node, function.name,

@@ -5,6 +5,7 @@ reused by blob id, on a process pool.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -47,15 +48,13 @@ def tree_root(paths: Iterable[str]) -> Path | None:
     return None
 
 
-# What a worker reads blobs from: ("files", root) or ("git", git dir); set before forking.
-_SOURCE: list[tuple[str, Path]] = []
-
-
+# One `git cat-file` per worker process: a process's resource, not an input (closed after a build).
 _READER: list[BlobReader] = []
 
 
-def _read(path: str, blob: str) -> bytes:
-    kind, where = _SOURCE[-1]
+def _read(source: tuple[str, Path], path: str, blob: str) -> bytes:
+    """A blob's bytes from `source`: ("files", root) or ("git", git dir)."""
+    kind, where = source
     if kind == "files":
         return (where / path).read_bytes()
     if not _READER or _READER[-1].process.poll() is not None:   # one cat-file per worker process
@@ -66,12 +65,12 @@ def _read(path: str, blob: str) -> bytes:
     return data
 
 
-def _scan_blob(item: tuple[str, str, Path]) -> dict:
+def _scan_blob(source: tuple[str, Path], item: tuple[str, str, Path]) -> dict:
     """Scan one blob, store the scan by blob id, return what the merged index keeps of it."""
     path, blob, directory = item
     found = _load_scan(directory, blob)
     if found is None:
-        found = scan(_read(path, blob))
+        found = scan(_read(source, path, blob))
         _store_scan(directory, blob, found)
     return {"defs": found["defs"], "regs": found["regs"], "reads": found["reads"], "queue": found["queue"],
             "guards": found["guards"],
@@ -87,11 +86,10 @@ def _build(blobs: list[tuple[str, str]], source: tuple[str, Path], jobs: int) ->
     stored = directory / f"{digest}.sqlite"
     if stored.is_file():
         return _in_use(digest, directory)
-    _SOURCE.append(source)
     try:
-        summaries = pool.parallel(_scan_blob, [(path, blob, directory) for path, blob in blobs], jobs)
+        summaries = pool.parallel(functools.partial(_scan_blob, source),
+                                  [(path, blob, directory) for path, blob in blobs], jobs)
     finally:
-        _SOURCE.remove(source)
         while _READER:
             _READER.pop().close()
     directory.mkdir(parents=True, exist_ok=True)

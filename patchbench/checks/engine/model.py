@@ -302,27 +302,6 @@ class FileModel:
                     pending.append(call.function)
         return wanted
 
-    def only_reached_from(self, name: str, kinds: set[str] | frozenset[str]) -> bool:
-        """Every way into the function is a registration of one of `kinds` ("napi_poll", or a
-        struct type and field, "Qdisc_ops.dequeue"), directly or through in-file callers that are
-        themselves only reached that way."""
-        seen: set[str] = set()
-
-        def reached(current: str) -> bool:
-            if current in seen:
-                return True   # a cycle adds no new way in
-            seen.add(current)
-            registered = self.registrations.get(current, set())
-            if registered:
-                return all(kind in kinds or f"{self.ops_structs.get((current, kind))}.{kind}" in kinds
-                           for kind in registered)
-            callers = self.callers.get(current, [])
-            if not callers or self.has_unknown_callers(current):
-                return False
-            return all(c.function and reached(c.function) for c in callers)
-
-        return reached(name)
-
     def at_call_site(self, key: str, callee: Function, call: CallSite) -> str:
         """A callee's access-path key seen from its caller: the root standing for one of the
         callee's parameters becomes that argument (`hso_shared_int.lock` for a parameter

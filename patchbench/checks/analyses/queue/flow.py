@@ -68,15 +68,8 @@ def findings(rule_id: str, model: FileModel) -> Iterator[Finding]:
 
 
 def analyse(model: FileModel) -> list[Verdict]:
-    cached = _CACHE.get("last")
-    if cached is not None and cached[0] is model:
-        return cached[1]
-    verdicts = _analyse(model)
-    _CACHE["last"] = (model, verdicts)
-    return verdicts
-
-
-_CACHE: dict[str, tuple[FileModel, list[Verdict]]] = {}
+    """The verdicts of model's queue stops, shared by both queue rules (kept with the model)."""
+    return model.memo("queue.flow", lambda: _analyse(model))
 
 
 def _analyse(model: FileModel) -> list[Verdict]:

@@ -616,18 +616,9 @@ def ways_in(model: FileModel, function: Function) -> list[frozenset]:
     return ways
 
 
-_CACHE: list[tuple[FileModel, Analysis]] = []
-
-
 def analyse(model: FileModel) -> Analysis:
-    """The analysis of model, shared by both rules (the last few models are kept)."""
-    for cached, analysis in _CACHE:
-        if cached is model:
-            return analysis
-    analysis = _analyse(model)
-    _CACHE.insert(0, (model, analysis))
-    del _CACHE[4:]
-    return analysis
+    """The analysis of model, shared by both rules (kept with the model)."""
+    return model.memo("rcu.analysis", lambda: _analyse(model))
 
 
 def _asserted_spinning(model: FileModel, infos: dict[str, F.FunctionInfo]) -> None:
