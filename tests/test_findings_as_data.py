@@ -79,3 +79,19 @@ def test_an_rcu_finding_names_its_ways_in_and_explain_shows_them():
     assert "because: way in: registered as ." in render(report, "text", explain=True)
     assert "because:" not in render(report, "text")
     assert json.loads(render(report, "json"))["findings"][0]["because"] == list(registered[0].because)
+
+
+def test_every_rule_says_what_decided_its_findings():
+    """Every finding of every rule carries its explanation: the ways into its function, and for
+    the families that decide by more than the ways in, the facts of the verdict (the lock's key and
+    the returns holding it; the queue's completion side and the wakes that did not count; the ring
+    lock's paths)."""
+    found = _all_findings()
+    for finding in found:
+        assert any(r.startswith(("way in: ", "no way in is known")) for r in finding.because), finding
+    stated = {"lock-imbalance": "lock ", "queue-stop-unmatched": "completion side in this file: ",
+              "ptr-ring-consume-unlocked": "not only reached from ways in that run one at a time"}
+    for rule, opening in stated.items():
+        assert any(r.startswith(opening) for f in found if f.rule == rule for r in f.because), rule
+    wakes = [r for f in found if f.kind.startswith("unmatched") for r in f.because if r.startswith("wake at line")]
+    assert any(r.endswith("not on the completion side (open, reset or deferred work)") for r in wakes), wakes

@@ -119,6 +119,11 @@ def _check_function(model: FileModel, summary: summaries.Summary, rule: ModuleTy
         findings.append(registry.finding(
             rule, model, node, function.name, "held-released-elsewhere" if releasing else "held",
             related=Place("lock taken", taken.line) if taken is not None else None,
+            because=(f"lock {key}: held at {len({n.start_byte for n, _ in holding})} of "
+                     f"{len({n.start_byte for n, _ in exits})} returns",
+                     "not handed over: no __acquires(), no hand-off registration of the facts table "
+                     "([lock_handoff]), no caller here releasing it, no failure it reports",
+                     *calling.explain(model, function.name)),
             lock=spelled, function=function.name))
     # spin_lock_bh() released by spin_unlock() (and no local_bh_enable()): softirqs stay off
     flavours = {(fact[1], fact[2]) for _, state in exits for fact in state
@@ -129,6 +134,8 @@ def _check_function(model: FileModel, summary: summaries.Summary, rule: ModuleTy
         node = min((n for n, state in exits if ("implied", implied, key) in state), key=lambda n: n.start_byte)
         findings.append(registry.finding(
             rule, model, node, function.name, "other-flavour", lock=_spelling(model, function, key),
+            because=(f"lock {key}: taken with {implied} disabled, released by an unlock that leaves them so",
+                     "the saved flags are not handed to the caller", *calling.explain(model, function.name)),
             function=function.name, disabled="softirqs" if implied == "bh" else "interrupts"))
     return findings + _double_locks(model, summary, rule)
 
@@ -204,6 +211,8 @@ def _double_locks(model: FileModel, summary: summaries.Summary, rule: ModuleType
             findings.append(registry.finding(
                 rule, model, call.node, function.name, "taken-twice",
                 related=Place("lock taken", model.source.count(b"\n", 0, first_taken[key]) + 1),
+                because=(f"lock {key}: exclusive, always named {next(iter(spelled[key]))}, held here since "
+                         f"{function.name}() took it", *calling.explain(model, function.name)),
                 call=call.name, args=", ".join(call.args), function=function.name))
     return findings
 
@@ -275,6 +284,9 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary, rule: ModuleT
             reported.add(key)
             findings.append(registry.finding(
                 rule, model, call.node, function.name, "released-unheld",
+                because=(f"lock {key}: first taken by {function.name}() itself, so not its caller's",
+                         "a path reaches this release under its label without holding it",
+                         *calling.explain(model, function.name)),
                 call=call.name, args=", ".join(call.args), function=function.name))
     return findings
 

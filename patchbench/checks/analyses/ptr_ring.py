@@ -68,6 +68,11 @@ def check_side(model: FileModel, rule: ModuleType, side: str) -> list[Finding]:
         findings.append(registry.finding(rule, model, call.node, function.name,
                                        "unlocked-on-some-paths" if any(holding) else "unlocked",
                                        "warning" if call.name in RESIZE_SENSITIVE else None,
+                                       because=(f"{ring}.{lock_name} held on {sum(holding)} of {len(holding)} "
+                                                f"paths to the call",
+                                                "not only reached from ways in that run one at a time "
+                                                "(facts: ptr_ring.serialised_contexts)",
+                                                *calling.explain(model, function.name)),
                                        call=call.name, ring=call.args[0].lstrip("&") if call.args else "the ring",
                                        lock=lock_name))
     findings.extend(_created_space_misuse(model, rule, calls))
@@ -115,5 +120,7 @@ def _created_space_misuse(model: FileModel, rule: ModuleType, calls: list[CallSi
         if any(c.name == "__ptr_ring_consume_batched" and c.end <= call.start
                and _ring_key(model, function, c) == ring for c in function.calls):
             findings.append(registry.finding(rule, model, call.node, function.name, "created-space-after-batch",
+                                           because=("__ptr_ring_consume_batched() of the same ring comes first "
+                                                    "in the function", *calling.explain(model, function.name)),
                                            ring=ring))
     return findings

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from patchbench.checks.analyses import calling
 from patchbench.checks.engine import registry
 from patchbench.checks.engine.finding import Finding, Place
 from patchbench.checks.engine.model import CallSite, FileModel, Function
@@ -58,7 +59,11 @@ def check(model: FileModel) -> Iterable[Finding]:
         ended = _section_end(model.functions[key[0]], call)
         yield registry.finding(module, model, call.node, key[0], how,
                              related=Place("read-side section ended", ended.line) if ended else None,
-                             also=tuple(sorted(lines[key][1:])), variable=key[1], primitive=primitive)
+                             also=tuple(sorted(lines[key][1:])),
+                             because=(f"'{key[1]}' comes from {primitive}() in a section {key[0]}() opened itself",
+                                      "no reference taken inside the section, no mutex or RTNL held across it",
+                                      *calling.explain(model, key[0])),
+                             variable=key[1], primitive=primitive)
 
 
 def _section_end(function: Function, use: CallSite) -> CallSite | None:

@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import Iterator
 
 from patchbench.checks.kernel import facts as kfacts
+from patchbench.checks.analyses import calling
 from patchbench.checks.engine import registry
 from patchbench.checks.engine import summaries
 from patchbench.checks.callindex import local_includes
@@ -64,7 +65,9 @@ def findings(rule_id: str, model: FileModel) -> Iterator[Finding]:
             stop = verdict.stop
             yield registry.finding(module, model, verdict.site.line, verdict.site.function.name,
                                  verdict.kind, verdict.severity,
-                                 Place("queue stopped", stop.line) if stop is not None else None, **verdict.args)
+                                 Place("queue stopped", stop.line) if stop is not None else None,
+                                 because=verdict.because + calling.explain(model, verdict.site.function.name),
+                                 **verdict.args)
 
 
 def analyse(model: FileModel) -> list[Verdict]:
@@ -117,7 +120,7 @@ def _analyse(model: FileModel) -> list[Verdict]:
         if others:
             verdicts.extend(_wrong_queue_verdict(wake, stop) for wake in others)
         elif not woken_in_sibling_file(model):
-            verdicts.append(_unmatched_verdict(stop, found, sides))
+            verdicts.append(_unmatched_verdict(model, stop, found, sides, stops))
     # with several completion wakes (one per kind of completion), one that reclaims tx buffers but wakes
     # a fixed queue nothing stops; field names are not compared here (hns3 reaches one index
     # through two fields), and link-up wakes of queue 0 are left alone (ehea)
@@ -182,16 +185,50 @@ def _wakes_outside_recovery(scan: dict, wakes: frozenset[str], pauses: frozenset
 
 def _start_verdict(start: QueueSite, stop: QueueSite) -> Verdict:
     return Verdict(STOP_UNMATCHED, start, "start-not-wake",
-                   {"start": start.written, "queue": start.describe(), "stopper": stop.function.name}, stop=stop)
+                   {"start": start.written, "queue": start.describe(), "stopper": stop.function.name}, stop=stop,
+                   because=(f"{start.function.name}() runs on the completion side and no wake of the queue "
+                            f"follows the start there",))
 
 
-def _unmatched_verdict(stop: QueueSite, found: QueueSites, sides: Sides) -> Verdict:
+def _unmatched_verdict(model: FileModel, stop: QueueSite, found: QueueSites, sides: Sides,
+                       stops: list[QueueSite]) -> Verdict:
     # the arguments are the finding's identity across patches: they name the stop, never the
     # other functions of the file, which a later unrelated patch may change
     elsewhere = any(s.action == "wake" and s.scope in ("one", "all") and same_queue(stop, s, found)
                     and "xmit" not in sides.sides[s.function.name] for s in found.sites)
     return Verdict(STOP_UNMATCHED, stop, "unmatched-wakes-elsewhere" if elsewhere else "unmatched",
-                   {"stop": stop.written, "queue": stop.describe()})
+                   {"stop": stop.written, "queue": stop.describe()},
+                   because=_unmatched_because(model, stop, found, sides, stops))
+
+
+def _unmatched_because(model: FileModel, stop: QueueSite, found: QueueSites, sides: Sides,
+                       stops: list[QueueSite]) -> tuple[str, ...]:
+    """Why no wake matched: the stop's side, the completion side the file has, each wake of the
+    same queue and why it does not count, and what the tree says of the driver's other files."""
+    said = [f"{stop.function.name}() runs on the transmit side"
+            if "xmit" in sides.sides[stop.function.name]
+            else f"{stop.function.name}() fills a ring that others drain"]
+    completing = sorted(name for name, side in sides.sides.items() if "consumer" in side)
+    said.append("completion side in this file: " + (", ".join(f"{name}()" for name in completing[:calling.SHOWN])
+                                                    + (f" and {len(completing) - calling.SHOWN} more"
+                                                       if len(completing) > calling.SHOWN else "")
+                                                    if completing else "none"))
+    for wake in found.sites:
+        if wake.action != "wake" or not same_queue(stop, wake, found):
+            continue
+        name = wake.function.name
+        if "xmit" in sides.sides[name]:
+            why = "on the transmit side"
+        elif "consumer" not in sides.sides[name]:
+            why = "not on the completion side (open, reset or deferred work)"
+        elif _reprieve(wake, stops, found):
+            why = "after a stop of the same queue in its own function (a re-check or a restart)"
+        else:
+            why = "after its function quiesces the device"
+        said.append(f"wake at line {wake.line} in {name}() does not count: {why}")
+    said.append("no other file of the driver sharing a local header wakes a queue outside recovery"
+                if model.context.index is not None else "judged alone: no tree index for the driver's other files")
+    return tuple(said)
 
 
 def _wrong_queue_verdict(wake: QueueSite, stop: QueueSite) -> Verdict:

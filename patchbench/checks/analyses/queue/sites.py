@@ -121,13 +121,14 @@ class QueueSites:
 @dataclass(frozen=True)
 class Verdict:
     """What a queue rule reports at a site: its rule's message `kind` with the template's `args`,
-    and the stop it is about when the site is not that stop."""
+    the stop it is about when the site is not that stop, and what decided it, in words."""
     rule: str
     site: QueueSite
     kind: str
     args: dict
     severity: str = "error"
     stop: QueueSite | None = None
+    because: tuple[str, ...] = ()
 
 
 def same_queue(stop: QueueSite, wake: QueueSite, found: QueueSites) -> bool:
