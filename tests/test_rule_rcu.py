@@ -57,10 +57,11 @@ EXPECTED = {
     ],
     "ways.c": [],
     "escape_repeats.c": [
-        (ESCAPE, "error", "er_late_uses", "/* first late use */"),
+        # no way in known (an exported function nobody here calls): a warning, and no lint finding
+        (ESCAPE, "warning", "er_late_uses", "/* first late use */"),
     ],
     "update_side.c": [
-        (ESCAPE, "error", "us_peek_other_lock", "/* writer holds the spinlock */"),
+        (ESCAPE, "warning", "us_peek_other_lock", "/* writer holds the spinlock */"),
     ],
 }
 
@@ -140,14 +141,26 @@ UNPROTECTED = [
     # no longer registered as a UDP encap handler: the entry is unknown
     ("ways.c", "cfg->encap_rcv = way_encap_rcv;", "cfg->priv = way_encap_rcv;", "way_encap_rcv", DEREF),
     # the kernel caller's rcu_read_lock() around a UDP encap handler covers a use after the
-    # handler's own section; run from a NAPI poll instead (BH off only), the use escapes
-    ("ways.c", "\tcfg->encap_err_lookup = way_encap_err;", "\tnetif_napi_add(NULL, NULL, way_encap_err);",
+    # handler's own section; run from a work item instead (process context: no reader left after
+    # the section), the use escapes
+    ("ways.c", "\tcfg->encap_err_lookup = way_encap_err;", "\tINIT_WORK(NULL, way_encap_err);",
      "way_encap_err", ESCAPE),
-    # the function's own section, ended before the use
+    # run from a NAPI poll, BH stays off from the unlock to the use: consolidated RCU keeps the
+    # object alive there and nothing reports it (latent: docs/truth.md), so no finding
+    ("ways.c", "\tcfg->encap_err_lookup = way_encap_err;", "\tnetif_napi_add(NULL, NULL, way_encap_err);",
+     "way_encap_err", None),
+    # the function's own section, ended before the use, inside the classifier context's
+    # rcu_read_lock_bh(): still covered; with no registration (no known context) the use escapes
     ("ways.c", "\tstruct way_obj *o = rcu_dereference_bh(tp->root);\n\n\tspin_lock(&way_fastmap_lock);\n"
      "\tspin_unlock(&way_fastmap_lock);",
      "\tstruct way_obj *o;\n\n\trcu_read_lock_bh();\n\to = rcu_dereference_bh(tp->root);\n"
-     "\trcu_read_unlock_bh();", "way_classify", ESCAPE),
+     "\trcu_read_unlock_bh();", "way_classify", None),
+    ("ways.c", "\tstruct way_obj *o = rcu_dereference_bh(tp->root);\n\n\tspin_lock(&way_fastmap_lock);\n"
+     "\tspin_unlock(&way_fastmap_lock);\n\treturn o->v;\n}\n\nstatic struct tcf_proto_ops way_cls_ops = {\n"
+     "\t.classify\t= way_classify,",
+     "\tstruct way_obj *o;\n\n\trcu_read_lock_bh();\n\to = rcu_dereference_bh(tp->root);\n"
+     "\trcu_read_unlock_bh();\n\treturn o->v;\n}\n\nstatic struct tcf_proto_ops way_cls_ops = {\n",
+     "way_classify", ESCAPE),
     # the writer's lock (a spinlock) keeps the object alive; without it the late read escapes
     ("update_side.c", "\tspin_lock_bh(&priv->lock);\n\trcu_read_lock();", "\trcu_read_lock();",
      "us_peek_locked", ESCAPE),

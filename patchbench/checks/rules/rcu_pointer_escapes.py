@@ -2,7 +2,8 @@
 rcu_dereference*(), srcu_dereference() or list_*_or_null_rcu(), or an alias, an address inside it,
 or a pointer loaded straight from it: `dev = rcu_dereference(q->owner)->dev`) is dereferenced or
 passed on after the function's own last reader was released, with no reference taken inside the
-section and no mutex or RTNL (the update side) held across."""
+section, no mutex or RTNL (the update side) held across, and no reader left at the use on some way
+in (a caller's section, or BH or preemption off in the calling context, keeps the object alive)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ def check(model: FileModel) -> Iterable[Finding]:
     # the reads it holds the value of
     first: dict[tuple, tuple] = {}
     lines: dict[tuple, list[int]] = {}
+    uncertain: dict[tuple, bool] = {}   # every late use was reached only by ways of unknown entry
     for site in A.analyse(model).sites:
         call = site.call
         if call.name != A.USE:
@@ -44,8 +46,13 @@ def check(model: FileModel) -> Iterable[Finding]:
         var, how = call.args
         # states of ways whose entry is unknown (callers read from other files) count only when
         # no way of known entry reaches the use
-        states = [s for s in site.states if A.UNKNOWN not in s] or site.states
-        stale = {f for s in states for f in s if f[0] == "t" and f[1] == var and f[4] == "stale"}
+        known = [s for s in site.states if A.UNKNOWN not in s]
+        states = known or site.states
+        # a way on which some reader still holds at the use (a caller's section, BH or preemption
+        # off in the calling context) keeps the object alive under consolidated RCU: not a path
+        # that goes wrong (docs/truth.md), whatever the function's own section meant
+        stale = {f for s in states if not _kept_alive(s)
+                 for f in s if f[0] == "t" and f[1] == var and f[4] == "stale"}
         if not stale:
             continue
         key = (site.function.function.name, var, tuple(sorted({(f[2], f[3], f[5]) for f in stale})))
@@ -53,17 +60,33 @@ def check(model: FileModel) -> Iterable[Finding]:
         if key not in first:
             first[key] = (call, min(f[2] for f in stale), how)
             lines[key] = [line]
-        elif line not in lines[key]:
-            lines[key].append(line)
+            uncertain[key] = not known
+        else:
+            uncertain[key] = uncertain[key] and not known
+            if line not in lines[key]:
+                lines[key].append(line)
     for key, (call, primitive, how) in first.items():
+        # no way of known entry reaches a late use: what the unknown callers hold (a section, BH
+        # off) may be just what keeps it alive; `check` warns of a new one, `lint` of a tree keeps
+        # quiet, as for rcu-deref-unprotected
+        if uncertain[key] and not model.context.reports_unknown():
+            continue
         ended = _section_end(model.functions[key[0]], call)
-        yield registry.finding(module, model, call.node, key[0], how,
+        yield registry.finding(module, model, call.node, key[0], how, "warning" if uncertain[key] else None,
                              related=Place("read-side section ended", ended.line) if ended else None,
                              also=tuple(sorted(lines[key][1:])),
                              because=(f"'{key[1]}' comes from {primitive}() in a section {key[0]}() opened itself",
-                                      "no reference taken inside the section, no mutex or RTNL held across it",
+                                      "no reference taken inside the section, no update-side lock held across "
+                                      "it, and a way in reaches the use with no reader left (no caller's "
+                                      "section, BH and preemption on)",
                                       *calling.explain(model, key[0])),
                              variable=key[1], primitive=primitive)
+
+
+def _kept_alive(state: frozenset) -> bool:
+    """Some reader that keeps RCU-protected memory alive is held (any origin: nested in the
+    function, a caller's, the registration context's implicit one; facts table [rcu] readers)."""
+    return any(f[0] == "r" and f[1] in P.KEEPS_ALIVE for f in state)
 
 
 def _section_end(function: Function, use: CallSite) -> CallSite | None:
