@@ -299,7 +299,7 @@ def field_reads(text: bytes, bodies: list[tuple[str, int, int]]) -> tuple[dict[s
     accessors: dict[str, str] = {}
     for name, start, end in bodies:
         body = text[start:end]
-        header = text[max(0, start - 400):start]
+        header = _own_header(text, start)
         types: dict[bytes, str | None] = {}
         loaded = False
         for match in load.finditer(body):
@@ -323,6 +323,13 @@ def field_reads(text: bytes, bodies: list[tuple[str, int, int]]) -> tuple[dict[s
                     if name not in entry[0]:
                         entry[0].append(name)
     return fields, accessors
+
+
+def _own_header(text: bytes, brace: int) -> bytes:
+    """The text of the definition before its body's `{`, from where the previous one ended."""
+    window = text[max(0, brace - 400):brace]
+    cut = max(window.rfind(b";\n"), window.rfind(b"}\n"), window.rfind(b"\n\n"))
+    return window[cut + 2:] if cut >= 0 else window[window.find(b"\n") + 1:]
 
 
 def _field_key(path: bytes, header: bytes, body: bytes, types: dict[bytes, str | None]) -> str | None:

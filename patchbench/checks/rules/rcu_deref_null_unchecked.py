@@ -23,7 +23,10 @@ MESSAGES = {
                  "(as {reader}() does)",
     "tree": "'{expression}' dereferences {field} from {primitive}() without a NULL test, but "
             "{store}() sets {field} to NULL and its other readers in the tree test it first "
-            "(as {reader}() in {reader_file} does)",
+            "(as {reader}() does)",
+    "tree_elsewhere": "'{expression}' dereferences {field} from {primitive}() without a NULL test, but "
+                      "{store}() sets {field} to NULL and its other readers in the tree test it first "
+                      "(as {reader}() in {reader_file} does)",
 }
 
 # a load primitive (rcu_dereference*, rtnl_dereference, srcu_dereference*) or an accessor of the
@@ -42,10 +45,12 @@ def check(model: FileModel) -> Iterable[Finding]:
                                           f" at line {verdict.reader_line}")
         args = dict(expression=nullness.expression(model, read), field=read.key, primitive=read.primitive,
                     store=verdict.store, reader=verdict.reader)
-        if verdict.kind == "tree":
-            args["reader_file"] = verdict.reader_file or model.path
+        kind = verdict.kind
+        if verdict.reader_file:
+            kind = "tree_elsewhere"
+            args["reader_file"] = verdict.reader_file
         yield registry.finding(
-            module, model, node, read.function, verdict.kind, severity,
+            module, model, node, read.function, kind, severity,
             related=Place(f"{verdict.reader}() tests {read.key}", verdict.reader_line)
             if verdict.reader_line else None,
             because=(f"{read.key} is set to NULL in {store} ({verdict.stores} NULL store(s) known)",
