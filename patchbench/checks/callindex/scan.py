@@ -12,7 +12,7 @@ from patchbench.checks.kernel import facts as kfacts
 
 
 # Bump when scan() changes what it records: every stored scan and index is then rebuilt.
-SCAN_VERSION = 12
+SCAN_VERSION = 13
 
 
 FAMILIES = ("rcu", "rcu_bh", "rcu_sched", "srcu", "bh", "preempt", "irq", "spin", "rtnl")
@@ -288,7 +288,7 @@ _RETURNED = re.compile(rb"\breturn\s*$")
 
 def field_reads(text: bytes, bodies: list[tuple[str, int, int]]) -> tuple[dict[str, list], dict[str, str]]:
     """{field key: [functions storing NULL in it, functions testing a load of it, loads of it
-    dereferenced untested]} and {function that merely returns a load: field key} of a file's
+    dereferenced untested]} and {function that merely returns a read-side load: field key} of a file's
     comment-blanked text, lexically. A field key is "type.member" by the root variable's declared
     struct type (FileModel.canonical's form); see analyses/rcu/nullness.py for the kinds of read.
     Only texts naming a load or an [rcu].assign spelling are read."""
@@ -308,7 +308,8 @@ def field_reads(text: bytes, bodies: list[tuple[str, int, int]]) -> tuple[dict[s
                 continue
             loaded = True
             kind = _lexical_use(body, match.start(), match.end() - 1, tests)
-            if kind == "returned" and body[:match.start()].strip(b" \t\n{") == b"return":
+            if kind == "returned" and body[:match.start()].strip(b" \t\n{") == b"return" and \
+                    match.group(1).decode() in kfacts.read_side_loads():
                 accessors[name] = key
             entry = fields.setdefault(key, [[], [], 0])
             if kind == "tested":

@@ -121,17 +121,19 @@ class TreeContext:
         return self.index is not None and self.index.calls_a_need(source)
 
     def field_beliefs(self, path: str, key: str) -> FieldBelief:
-        """What the files of the tree other than `path` say of the RCU field `key` ("type.member"):
+        """What the other files of `path`'s directory say of the RCU field `key` ("type.member"):
         its NULL stores, its tested loads and its untested dereferences (CallIndex.fields_of);
-        nothing without an index."""
+        nothing without an index. The code owning a field keeps its lifetime rules: a core
+        struct's field (a net_device's) is read by every driver, each with rules of its own."""
         if self.index is None:
             return FieldBelief()
-        here = self.index.number(self.relative(path))
+        relative = self.relative(path)
+        here, directory = self.index.number(relative), os.path.dirname(relative)
         nulls, tested, unchecked = [], [], 0
         for number, stores, testers, untested in self.index.fields_of(key):
-            if number == here:
-                continue
             where = self.index.path(number)
+            if number == here or os.path.dirname(where) != directory:
+                continue
             nulls += [(name, where) for name in stores]
             tested += [(name, where) for name in testers]
             unchecked += untested

@@ -173,6 +173,13 @@ def pointer_loads() -> frozenset[str]:
 
 
 @lru_cache(maxsize=1)
+def read_side_loads() -> frozenset[str]:
+    """The pointer loads a reader satisfies (not update_only: rcu_dereference_protected(),
+    rtnl_dereference()): their value may race with an update that stores NULL."""
+    return frozenset(name for name in pointer_loads() if not dereferences()[name].update_only)
+
+
+@lru_cache(maxsize=1)
 def null_belief() -> tuple[frozenset[str], int, frozenset[str]]:
     """([rcu].assign spellings, the index of their value argument, the calls passing on the truth
     of their argument or testing it for NULL): see [rcu.nullness]."""

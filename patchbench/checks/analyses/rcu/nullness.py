@@ -21,6 +21,12 @@ A **NULL store** is `RCU_INIT_POINTER(x->f, NULL)`, `rcu_assign_pointer(x->f, NU
 `rcu_replace_pointer(x->f, NULL, c)` ([rcu].assign) or a plain `x->f = NULL;` of a field some
 primitive loads (sparse only accepts those loads of an `__rcu` field).
 
+Only a read-side load is reported (rcu_dereference*(), srcu_dereference*(), the _rtnl forms, an
+accessor around one): it may race with the update that stores NULL. An update-side load
+(`rtnl_dereference()`, `rcu_dereference_protected()`) is serialised with the stores by their lock,
+where the code knows the state it is in (just attached, checked by the caller); its tests and
+dereferences still count as evidence.
+
 The **belief**: the field may be NULL where the code stores NULL in it and, among the *other* reads
 of the field (this file's and, through the call index, the rest of the tree's, read lexically), at
 least MIN_TESTED test it and they are at least MIN_SHARE of the tested and unchecked ones. An
@@ -94,9 +100,10 @@ def verdicts(model: FileModel) -> list[Verdict]:
 def _verdicts(model: FileModel) -> list[Verdict]:
     found = []
     by_key = fields(model)
+    read_side = kfacts.read_side_loads()
     for key, here in sorted(by_key.items()):
         unchecked = [r for r in here.reads if r.kind == "unchecked"]
-        if not unchecked:
+        if not any(r.primitive not in kfacts.pointer_loads() or r.primitive in read_side for r in unchecked):
             continue
         tested = [r for r in here.reads if r.kind == "tested"]
         nulls = here.nulls
@@ -109,6 +116,8 @@ def _verdicts(model: FileModel) -> list[Verdict]:
             continue
         store, store_file = (nulls[0][0], "") if nulls else elsewhere.nulls[0]
         for read in unchecked:
+            if read.primitive in kfacts.pointer_loads() and read.primitive not in read_side:
+                continue   # an update-side load: serialised with the NULL stores (see the module)
             if tested:
                 reader = min(tested, key=lambda r: r.node.start_byte)
                 reader_name, reader_line, reader_file = reader.function, reader.node.start_point[0] + 1, ""
@@ -179,7 +188,8 @@ def _accessors(model: FileModel, loads: frozenset[str], tests: frozenset[str]) -
         for call in function.calls:
             if call.name in loads and call.args:
                 key = _key(model, function, call.args[0])
-                if key and _classify(model, function, call.node, tests)[0] == "returned":
+                if key and call.name in kfacts.read_side_loads() and \
+                        _classify(model, function, call.node, tests)[0] == "returned":
                     found[function.name] = key
     return found
 
