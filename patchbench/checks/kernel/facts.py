@@ -180,6 +180,15 @@ def read_side_loads() -> frozenset[str]:
 
 
 @lru_cache(maxsize=1)
+def racing_loads() -> frozenset[str]:
+    """The read-side loads that name no update-side alternative (no lockdep condition argument,
+    not an _rtnl form): rcu_dereference(), _bh, _sched, srcu_dereference(). A _check(p, cond) or
+    _rtnl read may run under the update-side lock, serialised with what it reads."""
+    return frozenset(name for name in read_side_loads() if dereferences()[name].condition_arg is None
+                     and "rtnl" not in dereferences()[name].strict)
+
+
+@lru_cache(maxsize=1)
 def null_belief() -> tuple[frozenset[str], int, frozenset[str]]:
     """([rcu].assign spellings, the index of their value argument, the calls passing on the truth
     of their argument or testing it for NULL): see [rcu.nullness]."""

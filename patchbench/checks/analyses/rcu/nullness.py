@@ -21,11 +21,15 @@ A **NULL store** is `RCU_INIT_POINTER(x->f, NULL)`, `rcu_assign_pointer(x->f, NU
 `rcu_replace_pointer(x->f, NULL, c)` ([rcu].assign) or a plain `x->f = NULL;` of a field some
 primitive loads (sparse only accepts those loads of an `__rcu` field).
 
-Only a read-side load is reported (rcu_dereference*(), srcu_dereference*(), the _rtnl forms, an
-accessor around one): it may race with the update that stores NULL. An update-side load
-(`rtnl_dereference()`, `rcu_dereference_protected()`) is serialised with the stores by their lock,
-where the code knows the state it is in (just attached, checked by the caller); its tests and
-dereferences still count as evidence.
+Only a read that may race with the update storing NULL is reported (_racing): a load by a
+primitive only a reader satisfies (`rcu_dereference()`, `_bh`, `_sched`, `srcu_dereference()`:
+kfacts.racing_loads()) or an accessor around a read-side load, in a function some way into which
+has not loaded the field before. An update-side load (`rtnl_dereference()`,
+`rcu_dereference_protected()`) or one naming the update side as an alternative (`_check(p, cond)`,
+`_rtnl`) may run serialised with the stores by their lock, where the code knows the state it is
+in (just attached, checked by the caller); a static function whose every in-file caller loaded the
+field before the call re-reads what its caller judged. Their tests and dereferences still count as
+evidence.
 
 The **belief**: the field may be NULL where the code stores NULL in it and, among the *other* reads
 of the field (this file's and, through the call index, the rest of the tree's, read lexically), at
@@ -100,10 +104,9 @@ def verdicts(model: FileModel) -> list[Verdict]:
 def _verdicts(model: FileModel) -> list[Verdict]:
     found = []
     by_key = fields(model)
-    read_side = kfacts.read_side_loads()
     for key, here in sorted(by_key.items()):
         unchecked = [r for r in here.reads if r.kind == "unchecked"]
-        if not any(r.primitive not in kfacts.pointer_loads() or r.primitive in read_side for r in unchecked):
+        if not any(_racing(model, r, here) for r in unchecked):
             continue
         tested = [r for r in here.reads if r.kind == "tested"]
         nulls = here.nulls
@@ -116,8 +119,8 @@ def _verdicts(model: FileModel) -> list[Verdict]:
             continue
         store, store_file = (nulls[0][0], "") if nulls else elsewhere.nulls[0]
         for read in unchecked:
-            if read.primitive in kfacts.pointer_loads() and read.primitive not in read_side:
-                continue   # an update-side load: serialised with the NULL stores (see the module)
+            if not _racing(model, read, here):
+                continue
             if tested:
                 reader = min(tested, key=lambda r: r.node.start_byte)
                 reader_name, reader_line, reader_file = reader.function, reader.node.start_point[0] + 1, ""
@@ -128,6 +131,23 @@ def _verdicts(model: FileModel) -> list[Verdict]:
                                  reader_line, reader_file, total_tested, total_unchecked,
                                  len(nulls) + len(elsewhere.nulls)))
     return found
+
+
+def _racing(model: FileModel, read: Read, here: Field) -> bool:
+    """Whether an unchecked read may race with a NULL store unseen by its function: a load by a
+    reader-only primitive (kfacts.racing_loads(), or an accessor), in a function that some way in
+    reaches without having read the field first (a static function whose every caller in the file
+    loaded the field before calling it re-reads what its caller judged)."""
+    loads = kfacts.pointer_loads()
+    if read.primitive in loads and read.primitive not in kfacts.racing_loads():
+        return False
+    calls = model.callers.get(read.function, [])
+    if not calls or model.has_unknown_callers(read.function):
+        return True
+    earlier = {}
+    for other in here.reads:
+        earlier.setdefault(other.function, []).append(other.node.start_byte)
+    return not all(any(start < call.start for start in earlier.get(call.function, ())) for call in calls)
 
 
 def _holds(tested: int, unchecked: int) -> bool:
