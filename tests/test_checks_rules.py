@@ -10,9 +10,9 @@ import pytest
 from patchbench.checks.run import checkfile
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checks"
-OUR_RULES = {"ptr-ring-consume-unlocked", "ptr-ring-produce-unlocked", "lock-imbalance"}
+OUR_RULES = {"ptr-ring-consume-unlocked", "ptr-ring-produce-unlocked", "lock-imbalance", "rcu-deref-null-unchecked"}
 EXPECT = re.compile(r"expect: ([\w-]+)")
-FIXTURE_FILES = sorted([*FIXTURES.glob("ptr_ring/*.c"), *FIXTURES.glob("lock/*.c")])
+FIXTURE_FILES = sorted([*FIXTURES.glob("ptr_ring/*.c"), *FIXTURES.glob("lock/*.c"), FIXTURES / "rcu" / "null_belief.c"])
 
 
 def expected(source: bytes) -> set[tuple[int, str]]:

@@ -73,7 +73,7 @@ def _scan_blob(source: tuple[str, Path], item: tuple[str, str, Path]) -> dict:
         found = scan(_read(source, path, blob))
         _store_scan(directory, blob, found)
     return {"defs": found["defs"], "regs": found["regs"], "reads": found["reads"], "queue": found["queue"],
-            "guards": found["guards"],
+            "guards": found["guards"], "fields": found["fields"], "accessors": found["accessors"],
             "called": sorted({c for called in found["calls"].values() for c, _ in called})}
 
 
@@ -136,6 +136,8 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
         CREATE TABLE queue_wrappers (name TEXT PRIMARY KEY, effect TEXT);
         CREATE TABLE c_wrappers (name TEXT PRIMARY KEY, effect TEXT);
         CREATE TABLE guards (name TEXT PRIMARY KEY, effect TEXT);
+        CREATE TABLE fields (key TEXT, file INTEGER, nulls TEXT, tested TEXT, unchecked INTEGER);
+        CREATE TABLE accessors (name TEXT PRIMARY KEY, key TEXT);
     """)
     database.executemany("INSERT INTO needs VALUES (?, ?, ?, ?, ?, ?)",
                          _needs(blobs, summaries, directory))
@@ -149,7 +151,14 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
     queue_wrappers: dict[str, str] = {}
     # guard classes (DEFINE_GUARD): name -> [spelling, arguments], None when two definitions differ
     guards: dict[str, str | None] = {}
+    # functions that merely return a load of an RCU field: name -> its key, None when two differ
+    accessors: dict[str, str | None] = {}
     for number, ((path, _), found) in enumerate(zip(blobs, summaries)):
+        database.executemany("INSERT INTO fields VALUES (?, ?, ?, ?, ?)",
+                             ((key, number, json.dumps(nulls), json.dumps(tested), unchecked)
+                              for key, (nulls, tested, unchecked) in found["fields"].items()))
+        for name, key in found["accessors"].items():
+            accessors[name] = key if accessors.get(name, key) == key else None
         for name, effect in found["guards"].items():
             effect = json.dumps(effect)
             guards[name] = effect if guards.get(name, effect) == effect else None
@@ -177,6 +186,8 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
     database.executemany("INSERT INTO queue_wrappers VALUES (?, ?)", sorted(queue_wrappers.items()))
     database.executemany("INSERT INTO guards VALUES (?, ?)",
                          sorted((name, effect) for name, effect in guards.items() if effect))
+    database.executemany("INSERT INTO accessors VALUES (?, ?)",
+                         sorted((name, key) for name, key in accessors.items() if key))
     database.executemany("INSERT INTO c_wrappers VALUES (?, ?)",
                          sorted((name, effect) for name, effect in c_wrappers.items() if effect))
     database.executescript("""
@@ -185,6 +196,7 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
         CREATE INDEX regs_name ON regs (name);
         CREATE INDEX files_path ON files (path);
         CREATE INDEX needs_name ON needs (name);
+        CREATE INDEX fields_key ON fields (key);
     """)
 
 

@@ -109,6 +109,18 @@ class CallIndex:
         return {name: json.loads(effect) for name, effect in
                 self._query("SELECT name, effect FROM queue_wrappers ORDER BY name")}
 
+    def fields_of(self, key: str) -> list[tuple[int, list[str], list[str], int]]:
+        """(file, functions storing NULL in it, functions testing a load of it (one per load),
+        untested dereferences of a load) of each file that says something of the RCU field `key`
+        ("type.member"), by file (scan.field_reads)."""
+        return [(number, json.loads(nulls), json.loads(tested), unchecked) for number, nulls, tested, unchecked in
+                self._query("SELECT file, nulls, tested, unchecked FROM fields WHERE key = ? ORDER BY file", key)]
+
+    @cached_property
+    def accessors(self) -> dict[str, str]:
+        """Function -> the RCU field key it merely returns a load of (every definition agreeing)."""
+        return dict(self._query("SELECT name, key FROM accessors ORDER BY name"))
+
     def blob(self, number: int) -> str:
         found = self._query("SELECT blob FROM files WHERE number = ?", number)
         return found[0][0] if found else ""

@@ -12,7 +12,7 @@ from patchbench.checks.kernel import facts as kfacts
 
 
 # Bump when scan() changes what it records: every stored scan and index is then rebuilt.
-SCAN_VERSION = 11
+SCAN_VERSION = 13
 
 
 FAMILIES = ("rcu", "rcu_bh", "rcu_sched", "srcu", "bh", "preempt", "irq", "spin", "rtnl")
@@ -218,9 +218,10 @@ def scan(source: bytes) -> dict:
         kind = fields.get(match.group(1).decode("latin-1"))
         if kind:
             regs.append([match.group(2).decode("latin-1"), kind, ""])
+    fields, accessors = field_reads(text, bodies)
     return {"defs": defs, "calls": calls, "regs": regs, "reads": reads, "queue": queue,
             "guards": guard_classes(text),
-            "includes": local_includes(source)}
+            "includes": local_includes(source), "fields": fields, "accessors": accessors}
 
 
 def local_includes(source: bytes) -> list[str]:
@@ -252,6 +253,133 @@ def guard_classes(text: bytes) -> dict[str, list[str]]:
             call.group(1).decode(), [re.sub(placeholder, "_T", b"".join(a.split()).decode("latin-1"))
                                      for a in inner]]
     return found
+
+
+# -- the NULL belief of RCU-protected fields (analyses/rcu/nullness.py reads the checked file itself;
+# this is the rest of the tree's share, read lexically) -------------------------------------------
+
+_PATH = rb"[A-Za-z_]\w*(?:\s*(?:->|\.)\s*[A-Za-z_]\w*|\s*\[[^\]\[]*\])*\s*(?:->|\.)\s*[A-Za-z_]\w*"
+
+
+@lru_cache(maxsize=1)
+def _belief_patterns() -> tuple[re.Pattern, re.Pattern, re.Pattern, frozenset[bytes]]:
+    """(a load of a field, a NULL store by an [rcu].assign spelling, a plain NULL store of a
+    field, the calls passing on a truth), from the facts table."""
+    loads = b"|".join(sorted(re.escape(n.encode()) for n in kfacts.pointer_loads()))
+    stores, value_at, tests = kfacts.null_belief()
+    assigns = b"|".join(sorted(re.escape(n.encode()) for n in stores))
+    load = re.compile(rb"\b(" + loads + rb")\s*\(\s*&?\s*(" + _PATH + rb")\s*[,)]")
+    store = re.compile(rb"\b(?:" + assigns + rb")\s*\(\s*(" + _PATH + rb")\s*," +
+                       rb"(?:[^,()]*,){" + str(value_at - 1).encode() + rb"}\s*NULL\s*[,)]")
+    plain = re.compile(rb"(?<![\w>.])(" + _PATH + rb")\s*=\s*NULL\s*;")
+    return load, store, plain, frozenset(t.encode() for t in tests)
+
+
+@lru_cache(maxsize=1)
+def _belief_words() -> tuple[bytes, ...]:
+    """Words one of which a text with a load or an [rcu].assign spelling contains."""
+    return (b"_dereference", *sorted(n.encode() for n in kfacts.null_belief()[0]))
+
+
+_TESTED_BEFORE = re.compile(rb"(?:!|&&|\|\||\bif\s*\(|\bwhile\s*\(|\?)\s*\(*\s*$")
+_ASSIGNED_TO = re.compile(rb"(?<![\w>.])([A-Za-z_]\w*)\s*=\s*$")
+_RETURNED = re.compile(rb"\breturn\s*$")
+
+
+def field_reads(text: bytes, bodies: list[tuple[str, int, int]]) -> tuple[dict[str, list], dict[str, str]]:
+    """{field key: [functions storing NULL in it, functions testing a load of it, loads of it
+    dereferenced untested]} and {function that merely returns a read-side load: field key} of a file's
+    comment-blanked text, lexically. A field key is "type.member" by the root variable's declared
+    struct type (FileModel.canonical's form); see analyses/rcu/nullness.py for the kinds of read.
+    Only texts naming a load or an [rcu].assign spelling are read."""
+    load, store, plain, tests = _belief_patterns()
+    if not any(word in text for word in _belief_words()):
+        return {}, {}
+    fields: dict[str, list] = {}
+    accessors: dict[str, str] = {}
+    for name, start, end in bodies:
+        body = text[start:end]
+        header = _own_header(text, start)
+        types: dict[bytes, str | None] = {}
+        loaded = False
+        for match in load.finditer(body):
+            key = _field_key(match.group(2), header, body, types)
+            if key is None:
+                continue
+            loaded = True
+            kind = _lexical_use(body, match.start(), match.end() - 1, tests)
+            if kind == "returned" and body[:match.start()].strip(b" \t\n{") == b"return" and \
+                    match.group(1).decode() in kfacts.read_side_loads():
+                accessors[name] = key
+            entry = fields.setdefault(key, [[], [], 0])
+            if kind == "tested":
+                entry[1].append(name)
+            elif kind == "unchecked":
+                entry[2] += 1
+        for pattern in (store, plain) if loaded or b"NULL" in body else ():
+            for match in pattern.finditer(body):
+                key = _field_key(match.group(1), header, body, types)
+                if key is not None:
+                    entry = fields.setdefault(key, [[], [], 0])
+                    if name not in entry[0]:
+                        entry[0].append(name)
+    return fields, accessors
+
+
+def _own_header(text: bytes, brace: int) -> bytes:
+    """The text of the definition before its body's `{`, from where the previous one ended."""
+    window = text[max(0, brace - 400):brace]
+    cut = max(window.rfind(b";\n"), window.rfind(b"}\n"), window.rfind(b"\n\n"))
+    return window[cut + 2:] if cut >= 0 else window[window.find(b"\n") + 1:]
+
+
+def _field_key(path: bytes, header: bytes, body: bytes, types: dict[bytes, str | None]) -> str | None:
+    """"type.member" for an access path whose root's struct type the function declares."""
+    squeezed = b"".join(path.split())
+    root = re.match(rb"[A-Za-z_]\w*", squeezed).group()
+    if root not in types:
+        declared = re.compile(rb"(?:\bstruct\s+)?\b([A-Za-z_]\w*)\s*\*+\s*(?:const\s+)?" + root +
+                              rb"\s*[,;)=\[]")
+        found = declared.search(header) or declared.search(body)
+        word = found.group(1) if found else None
+        types[root] = word.decode("latin-1") if word and word not in _NOT_TYPES else None
+    if types[root] is None:
+        return None
+    rest = re.sub(rb"\[[^\]]*\]", b"[]", squeezed[len(root):]).replace(b"->", b".")
+    return types[root] + rest.decode("latin-1")
+
+
+_NOT_TYPES = frozenset({b"return", b"sizeof", b"else", b"case", b"goto", b"const"})
+
+
+def _lexical_use(body: bytes, start: int, close: int, tests: frozenset[bytes]) -> str:
+    """tested | unchecked | returned | other: how the load spanning start..close (its `)`) of the
+    body is used, or the local it is assigned to first."""
+    before = body[max(0, start - 80):start]
+    after = body[close + 1:close + 40]
+    if re.match(rb"\s*->", after):
+        return "unchecked"
+    if _TESTED_BEFORE.search(before) or re.match(rb"\s*(?:&&|\|\||\?|[!=]=\s*NULL\b)", after):
+        return "tested"
+    if _RETURNED.search(before):
+        return "returned"
+    assigned = _ASSIGNED_TO.search(before)
+    if assigned is None or not re.match(rb"\s*;", after):
+        return "other"
+    variable = re.escape(assigned.group(1))
+    use = re.compile(rb"(?<!->)(?<!\.)\b" + variable + rb"\b").search(body, close + 1)
+    if use is None:
+        return "other"
+    before, after = body[max(0, use.start() - 80):use.start()], body[use.end():use.end() + 40]
+    if re.match(rb"\s*(?:->|\[)", after) or re.search(rb"(?:^|[=(,;{}]|\breturn)\s*\*\s*$", before):
+        return "unchecked"
+    if _TESTED_BEFORE.search(before) or re.match(rb"\s*(?:&&|\|\||\?|[!=]=\s*NULL\b)", after) or \
+            re.search(rb"(?:NULL\s*[!=]=)\s*$", before):
+        return "tested"
+    wrapper = re.search(rb"\b(\w+)\s*\(\s*$", before)
+    if wrapper is not None and wrapper.group(1) in tests and re.match(rb"\s*[,)]", after):
+        return "tested"
+    return "other"
 
 
 class _Lines:

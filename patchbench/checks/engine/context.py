@@ -24,6 +24,20 @@ class Way:
 
 
 
+@dataclass(frozen=True)
+class FieldBelief:
+    """What the other files of the tree say of one RCU-protected field (TreeContext.field_beliefs):
+    (function, path) of each NULL store and of each load tested for NULL, and how many loads are
+    dereferenced untested."""
+    nulls: tuple[tuple[str, str], ...] = ()
+    tested: tuple[tuple[str, str], ...] = ()
+    unchecked: int = 0
+
+    @property
+    def tested_count(self) -> int:
+        return len(self.tested)
+
+
 @dataclass(frozen=True, eq=False)
 class TreeContext:
     """What the rest of the tree says about the file being checked: the call index of its tree
@@ -105,6 +119,30 @@ class TreeContext:
         """Whether a file's text calls a function the index knows to need an RCU read-side
         section on entry; False without an index."""
         return self.index is not None and self.index.calls_a_need(source)
+
+    def field_beliefs(self, path: str, key: str) -> FieldBelief:
+        """What the other files of `path`'s directory say of the RCU field `key` ("type.member"):
+        its NULL stores, its tested loads and its untested dereferences (CallIndex.fields_of);
+        nothing without an index. The code owning a field keeps its lifetime rules: a core
+        struct's field (a net_device's) is read by every driver, each with rules of its own."""
+        if self.index is None:
+            return FieldBelief()
+        relative = self.relative(path)
+        here, directory = self.index.number(relative), os.path.dirname(relative)
+        nulls, tested, unchecked = [], [], 0
+        for number, stores, testers, untested in self.index.fields_of(key):
+            where = self.index.path(number)
+            if number == here or os.path.dirname(where) != directory:
+                continue
+            nulls += [(name, where) for name in stores]
+            tested += [(name, where) for name in testers]
+            unchecked += untested
+        return FieldBelief(tuple(nulls), tuple(tested), unchecked)
+
+    def accessor(self, name: str) -> str | None:
+        """The RCU field key ("type.member") the function `name` of another file or a header
+        merely returns a load of, or None (also without an index)."""
+        return self.index.accessors.get(name) if self.index is not None else None
 
     def queue_wrappers(self) -> dict[str, list]:
         """Header functions (static inline foo_stop_queue()) around tx queue spellings:

@@ -165,6 +165,38 @@ def dereferences() -> dict[str, Need]:
 
 
 @lru_cache(maxsize=1)
+def pointer_loads() -> frozenset[str]:
+    """The dereference primitives whose value is their first argument's pointer (rcu_dereference*,
+    rtnl_dereference, *_protected, srcu_dereference*): not the list accessors and iterators
+    (update_side), and not rcu_access_pointer() (a value to compare, never a load to dereference)."""
+    return frozenset(name for name, need in dereferences().items() if not need.update_side)
+
+
+@lru_cache(maxsize=1)
+def read_side_loads() -> frozenset[str]:
+    """The pointer loads a reader satisfies (not update_only: rcu_dereference_protected(),
+    rtnl_dereference()): their value may race with an update that stores NULL."""
+    return frozenset(name for name in pointer_loads() if not dereferences()[name].update_only)
+
+
+@lru_cache(maxsize=1)
+def racing_loads() -> frozenset[str]:
+    """The read-side loads that name no update-side alternative (no lockdep condition argument,
+    not an _rtnl form): rcu_dereference(), _bh, _sched, srcu_dereference(). A _check(p, cond) or
+    _rtnl read may run under the update-side lock, serialised with what it reads."""
+    return frozenset(name for name in read_side_loads() if dereferences()[name].condition_arg is None
+                     and "rtnl" not in dereferences()[name].strict)
+
+
+@lru_cache(maxsize=1)
+def null_belief() -> tuple[frozenset[str], int, frozenset[str]]:
+    """([rcu].assign spellings, the index of their value argument, the calls passing on the truth
+    of their argument or testing it for NULL): see [rcu.nullness]."""
+    entry = table()["rcu"]["nullness"]
+    return names("rcu", "assign"), entry["value"], frozenset(entry["tests"])
+
+
+@lru_cache(maxsize=1)
 def helper_need() -> Need:
     """What a call of a function that needs its caller's section needs (one stating it, or named
     so: dev_get_by_index_rcu): any reader, or RTNL, the update side of most netdev RCU data."""
