@@ -56,6 +56,11 @@ EXPECTED = {
         (DEREF, "warning", "upd_rtnl_plain", "/* plain under rtnl */"),
     ],
     "ways.c": [],
+    # the NULL-check belief's fixture (tests/test_rule_null_belief.py): one tested reader nobody in
+    # the file calls reads outside a section (no way in known: a warning)
+    "null_belief.c": [
+        (DEREF, "warning", "widget_is_up", "struct widget_dev *w = rcu_dereference(q->owner);"),
+    ],
     "escape_repeats.c": [
         # no way in known (an exported function nobody here calls): a warning, and no lint finding
         (ESCAPE, "warning", "er_late_uses", "/* first late use */"),
