@@ -11,8 +11,8 @@ import pytest
 
 from tests.support.ring_series import TUN, TUN_HELPER, WAKE_PATCH, tun_patch
 
-INSIDE = "\t\tnetif_wake_subqueue(dev, tfile->queue_index);\n\t\trcu_read_unlock();\n"
-AFTER = "\t\trcu_read_unlock();\n\t\tnetif_wake_subqueue(dev, tfile->queue_index);\n"
+INSIDE = "\t\tif (tun)\n\t\t\tnetif_wake_subqueue(tun->dev, tfile->queue_index);\n\t\trcu_read_unlock();\n"
+AFTER = "\t\trcu_read_unlock();\n\t\tif (tun)\n\t\t\tnetif_wake_subqueue(tun->dev, tfile->queue_index);\n"
 LATE_WAKE_PATCH = (TUN, WAKE_PATCH[1], [(WAKE_PATCH[2][0][0], WAKE_PATCH[2][0][1].replace(INSIDE, AFTER))])
 REPAIR_PATCH = (TUN, "tun: wake the subqueue inside the read-side section", [(AFTER, INSIDE)])
 # A patch that drops the section tun_get() takes around its dereference.

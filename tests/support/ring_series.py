@@ -62,15 +62,19 @@ TAP_HELPER_NO_LOCK = """static void *tap_ring_consume(struct tap_queue *q)
 }
 
 """
-# Patch 3 of the seeds' design: wake the subqueue when the consume made room, under RCU.
+# Patch 3 of the seeds' design: wake the subqueue when the consume made room, under RCU, done
+# right: tfile->tun is NULL once the queue is detached (tun.c stores NULL in it and tun_get()
+# tests it), so the wake tests it first. The seeds' v7 wrote `rcu_dereference(tfile->tun)->dev`
+# untested (tests/test_rule_null_belief_kernel.py).
 TUN_WAKE = ("\tptr = __ptr_ring_consume(ring);\n\tspin_unlock(&ring->consumer_lock);\n",
             """	ptr = __ptr_ring_consume(ring);
 	if (unlikely(ptr && __ptr_ring_consume_created_space(ring, 1))) {
-		struct net_device *dev;
+		struct tun_struct *tun;
 
 		rcu_read_lock();
-		dev = rcu_dereference(tfile->tun)->dev;
-		netif_wake_subqueue(dev, tfile->queue_index);
+		tun = rcu_dereference(tfile->tun);
+		if (tun)
+			netif_wake_subqueue(tun->dev, tfile->queue_index);
 		rcu_read_unlock();
 	}
 	spin_unlock(&ring->consumer_lock);
