@@ -23,8 +23,9 @@ VALIDATION = realbugs.load_validation()
 RECALL_FLOOR = 0.92
 APPLICABLE_FLOOR = realbugs.APPLICABLE_FLOOR   # of each kernel's cases, the share that must apply
 # Planted bugs found in real drivers (fixtures/realbugs/mutations.toml), and findings allowed on its
-# pristine files: measured when the marks were last set.
-MUTATION_FLOOR = 25 / 26
+# pristine files: measured when the marks were last set (36/38 since the twelve NULL-belief
+# mutations of 7.2 joined: 25/26 on 6.1, 11/12 on 7.2, the ovpn one a strict xfail).
+MUTATION_FLOOR = 36 / 38
 PRISTINE_FINDINGS = 1
 
 

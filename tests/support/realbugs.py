@@ -40,7 +40,8 @@ MUTATIONS = ROOT / "fixtures" / "realbugs" / "mutations.toml"   # held-out mutat
 VALIDATION = ROOT / "fixtures" / "realbugs" / "validation"
 FAMILIES = {"lock-imbalance": "lock", "rcu-deref-unprotected": "rcu", "rcu-pointer-escapes": "rcu",
             "queue-stop-unmatched": "queue", "queue-wake-wrong-queue": "queue",
-            "ptr-ring-consume-unlocked": "ptr_ring", "ptr-ring-produce-unlocked": "ptr_ring"}
+            "ptr-ring-consume-unlocked": "ptr_ring", "ptr-ring-produce-unlocked": "ptr_ring",
+            "rcu-deref-null-unchecked": "rcu"}
 ORDER = ("lock", "rcu", "queue", "ptr_ring")
 ORIGINS = ("upstream", "mission", "seed", "mutation")
 CHECK_TIMEOUT = 300
