@@ -415,7 +415,7 @@ class _Walker:
     def comparison(self, condition: tree_sitter.Node | None) -> tuple[str, str, bool] | None:
         """(variable, constant, True) for `x == C` (also `C == x`), False for `x != C`."""
         node = _unwrap(condition) if condition is not None else None
-        if node is None or node.type != "binary_expression" or _operator(node) not in ("==", "!="):
+        if node is None or node.type != "binary_expression" or cparse.operator(node) not in ("==", "!="):
             return None
         left = squeeze(_text(_unwrap(node.child_by_field_name("left"))))
         right = squeeze(_text(_unwrap(node.child_by_field_name("right"))))
@@ -423,7 +423,7 @@ class _Walker:
             left, right = right, left
         if not left.isidentifier() or not predicates.constant(right):
             return None
-        return left, right, _operator(node) == "=="
+        return left, right, cparse.operator(node) == "=="
 
     def branch_tag(self, condition: tree_sitter.Node | None) -> tuple[str, bool] | None:
         """(text, truth) of a call-free condition, with `!` peeled off and `a != b` read as
@@ -537,7 +537,7 @@ class _Walker:
         if not self.transfer.correlate_branches or condition is None:
             return None
         node = _unwrap(condition)
-        if node.type != "binary_expression" or _operator(node) not in _RELATIONAL or \
+        if node.type != "binary_expression" or cparse.operator(node) not in _RELATIONAL or \
                 self.function.calls_within(node):
             return None
         sides = []
@@ -549,7 +549,7 @@ class _Walker:
             if side is None or _SIDE_EFFECT.search(text):
                 return None
             sides.append(text)
-        return _relation(sides[0], _operator(node), sides[1])
+        return _relation(sides[0], cparse.operator(node), sides[1])
 
     def switch(self, node: tree_sitter.Node, states: set) -> set:
         states = self.expression(node.child_by_field_name("condition"), states)
@@ -631,7 +631,7 @@ class _Walker:
                     continue
                 left = assignment.child_by_field_name("left")
                 states = self.assign(squeeze(_text(left)), assignment.child_by_field_name("right"), states,
-                                     plain=_operator(assignment) == "=")
+                                     plain=cparse.operator(assignment) == "=")
         return states
 
     def assignments(self, node: tree_sitter.Node) -> list[tree_sitter.Node]:
@@ -646,7 +646,7 @@ class _Walker:
             elif current.type == "assignment_expression" and (
                     current.child_by_field_name("left").type == "identifier" or
                     (current.child_by_field_name("left").type in ("field_expression", "pointer_expression")
-                     and _operator(current) == "=")):
+                     and cparse.operator(current) == "=")):
                 # `priv->pending = true;`: a flag a later test reads; `*_dropped_lock = true;`:
                 # a flag of the caller's (see Transfer.assign)
                 found.append(current)
@@ -721,11 +721,11 @@ class _Walker:
             return taken | more_taken, not_taken | more_not_taken
         node = _unwrap(node)
         kind = node.type
-        if kind == "unary_expression" and _operator(node) == "!":
+        if kind == "unary_expression" and cparse.operator(node) == "!":
             taken, not_taken = self.condition(node.child_by_field_name("argument"), states)
             return not_taken, taken
         if kind == "binary_expression":
-            operator = _operator(node)
+            operator = cparse.operator(node)
             left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
             if operator == "&&":
                 left_true, left_false = self.operand(left, states)
@@ -742,7 +742,7 @@ class _Walker:
             value = _text(node).strip() not in ("0", "false")
             return (states, set()) if value else (set(), states)
         tested = None
-        if kind == "assignment_expression" and _operator(node) == "=":
+        if kind == "assignment_expression" and cparse.operator(node) == "=":
             states = self.expression(node, states)
             tested = self.tested.get(_text(node.child_by_field_name("left")))
         elif kind == "call_expression":
@@ -755,13 +755,13 @@ class _Walker:
         else:
             states = self.expression(node, states)
         taken, not_taken = states, states
-        if kind == "binary_expression" and _operator(node) in ("==", "!="):
+        if kind == "binary_expression" and cparse.operator(node) in ("==", "!="):
             left = _unwrap(node.child_by_field_name("left"))
             right = _unwrap(node.child_by_field_name("right"))
             if left.type == "identifier" and right.type == "identifier" and not (
                     predicates.constant(_text(left)) or predicates.constant(_text(right))):
                 # `if (ssk != prev_ssk)`
-                same = _operator(node) == "=="
+                same = cparse.operator(node) == "=="
                 left, right = _text(left), _text(right)
                 taken = {self.transfer.equal(state, left, right, same) for state in taken}
                 not_taken = {self.transfer.equal(state, left, right, not same) for state in not_taken}
@@ -790,7 +790,7 @@ class _Walker:
 def _tag_of(function: Function, condition: tree_sitter.Node) -> tuple[str, bool] | None:
     """Walker.branch_tag() of a condition of function."""
     node, truth = _unwrap(condition), True
-    while node.type == "unary_expression" and _operator(node) == "!":
+    while node.type == "unary_expression" and cparse.operator(node) == "!":
         node, truth = _unwrap(node.child_by_field_name("argument")), not truth
     stable = _stable_queries()
     if any(c.name not in stable and not _named_query(c.name) for c in function.calls_within(node)):
@@ -798,11 +798,11 @@ def _tag_of(function: Function, condition: tree_sitter.Node) -> tuple[str, bool]
     text = squeeze(_text(node))
     if _SIDE_EFFECT.search(text):
         return None
-    if node.type == "binary_expression" and _operator(node) in _RELATIONAL:
+    if node.type == "binary_expression" and cparse.operator(node) in _RELATIONAL:
         # a != b: not a == b; a >= b: not a < b; a <= b: not a > b
         left = squeeze(_text(node.child_by_field_name("left")))
         right = squeeze(_text(node.child_by_field_name("right")))
-        text, same = _relation(left, _operator(node), right)
+        text, same = _relation(left, cparse.operator(node), right)
         truth = truth if same else not truth
     return text, truth
 
@@ -857,7 +857,7 @@ def _readers(function: Function) -> _Readers:
                 again.add(tag[0])
             tested.add(tag[0])
         node = _unwrap(node)
-        operator = _operator(node)
+        operator = cparse.operator(node)
         if node.type == "unary_expression" and operator == "!":
             pending.append((node.child_by_field_name("argument"), repeated))
         elif node.type == "binary_expression" and operator in ("&&", "||", "==", "!=", "<"):
@@ -874,11 +874,6 @@ def _in_loop(node: tree_sitter.Node, body: tree_sitter.Node) -> bool:
             return True
         node = node.parent
     return False
-
-
-def _operator(node: tree_sitter.Node) -> str:
-    operator = node.child_by_field_name("operator")
-    return operator.type if operator is not None else ""
 
 
 def _text(node: tree_sitter.Node) -> str:

@@ -375,6 +375,12 @@ def node_text(source: bytes, node: tree_sitter.Node) -> str:
     return source[node.start_byte:node.end_byte].decode("utf-8", "replace")
 
 
+def operator(node: tree_sitter.Node) -> str:
+    """The operator of an expression node (`->`, `*`, `!`, `==`, `+=`), "" where it has none."""
+    found = node.child_by_field_name("operator")
+    return found.type if found is not None else ""
+
+
 @lru_cache(maxsize=None)
 def query(text: str) -> tree_sitter.Query:
     return tree_sitter.Query(LANGUAGE, text)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import tree_sitter
 
+from patchbench.checks.engine import parse as cparse
 from patchbench.checks.engine.model import Function, squeeze
 
 MAX_NODES = 200   # a predicate is small: larger bodies are not evaluated
@@ -156,12 +157,12 @@ def _truth(node: tree_sitter.Node | None, param: str, value) -> bool | None:
         return _LITERAL[text]
     if node.type == "number_literal":
         return re.fullmatch(r"0+[uUlL]*", text) is None
-    if node.type == "unary_expression" and _operator(node) == "!":
+    if node.type == "unary_expression" and cparse.operator(node) == "!":
         inner = _truth(node.child_by_field_name("argument"), param, value)
         return None if inner is None else not inner
     if node.type != "binary_expression":
         return None
-    operator = _operator(node)
+    operator = cparse.operator(node)
     left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
     if operator in ("&&", "||"):
         first = _truth(left, param, value)
@@ -192,11 +193,6 @@ def _unwrap(node: tree_sitter.Node) -> tree_sitter.Node:
     while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
         node = node.named_children[0]
     return node
-
-
-def _operator(node: tree_sitter.Node) -> str:
-    operator = node.child_by_field_name("operator")
-    return operator.type if operator is not None else ""
 
 
 def _text(node: tree_sitter.Node | None) -> str:

@@ -51,7 +51,7 @@ def check(model: FileModel) -> Iterable[Finding]:
         # a way on which some reader still holds at the use (a caller's section, BH or preemption
         # off in the calling context) keeps the object alive under consolidated RCU: not a path
         # that goes wrong (docs/truth.md), whatever the function's own section meant
-        stale = {f for s in states if not _kept_alive(s)
+        stale = {f for s in states if not A.kept_alive(s)
                  for f in s if f[0] == "t" and f[1] == var and f[4] == "stale"}
         if not stale:
             continue
@@ -81,12 +81,6 @@ def check(model: FileModel) -> Iterable[Finding]:
                                       "section, BH and preemption on)",
                                       *calling.explain(model, key[0])),
                              variable=key[1], primitive=primitive)
-
-
-def _kept_alive(state: frozenset) -> bool:
-    """Some reader that keeps RCU-protected memory alive is held (any origin: nested in the
-    function, a caller's, the registration context's implicit one; facts table [rcu] readers)."""
-    return any(f[0] == "r" and f[1] in P.KEEPS_ALIVE for f in state)
 
 
 def _section_end(function: Function, use: CallSite) -> CallSite | None:

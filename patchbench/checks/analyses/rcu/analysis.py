@@ -113,6 +113,12 @@ def _release(state: frozenset, family: str) -> frozenset:
     return state - {max(held, key=lambda f: (f[2], f[3] == "own", f[3]))}
 
 
+def kept_alive(facts) -> bool:
+    """Some reader that keeps RCU-protected memory alive is held (any origin: taken here, a
+    caller's, the registration context's implicit one; facts table [rcu] readers, less "spin")."""
+    return any(f[0] == "r" and f[1] in P.KEEPS_ALIVE for f in facts)
+
+
 def update_side_held(state: frozenset, info: F.FunctionInfo, at: int, mutexes: frozenset) -> bool:
     """RTNL or a mutex known held: the sleeping configuration lock that writers take, which
     keeps the object alive past the read-side section (iwlwifi's mvm->mutex) and satisfies
@@ -515,8 +521,7 @@ def _meet(contributions: list[frozenset]) -> frozenset:
     unknown = UNKNOWN in common
     common.discard(UNKNOWN)
     common |= {plain(f) for c in known for f in c if f[0] == "lock"}
-    if not any(f[0] == "r" and f[1] in P.KEEPS_ALIVE for f in common) and \
-            all(any(f[0] == "r" and f[1] in P.KEEPS_ALIVE for f in c) for c in known):
+    if not kept_alive(common) and all(kept_alive(c) for c in known):
         common.add(("r", "any", 1))
     entry = {plain(f) for c in known for f in c if f[-1] == "entry"}
     return frozenset([p + ("entry" if p in entry else "context",) for p in common]

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 
 import tree_sitter
 
+from patchbench.checks.engine import parse as cparse
 from patchbench.checks.engine.model import FileModel, Function, squeeze
 from patchbench.checks.kernel import facts as kfacts
 
@@ -106,7 +107,9 @@ def _verdicts(model: FileModel) -> list[Verdict]:
     by_key = fields(model)
     for key, here in sorted(by_key.items()):
         unchecked = [r for r in here.reads if r.kind == "unchecked"]
-        if not any(_racing(model, r, here) for r in unchecked):
+        starts = _read_starts(here)
+        racing = [r for r in unchecked if _racing(model, r, starts)]
+        if not racing:
             continue
         tested = [r for r in here.reads if r.kind == "tested"]
         nulls = here.nulls
@@ -118,9 +121,7 @@ def _verdicts(model: FileModel) -> list[Verdict]:
         if not own and not (_holds(total_tested, total_unchecked) and (nulls or elsewhere.nulls)):
             continue
         store, store_file = (nulls[0][0], "") if nulls else elsewhere.nulls[0]
-        for read in unchecked:
-            if not _racing(model, read, here):
-                continue
+        for read in racing:
             if tested:
                 reader = min(tested, key=lambda r: r.node.start_byte)
                 reader_name, reader_line, reader_file = reader.function, reader.node.start_point[0] + 1, ""
@@ -133,7 +134,15 @@ def _verdicts(model: FileModel) -> list[Verdict]:
     return found
 
 
-def _racing(model: FileModel, read: Read, here: Field) -> bool:
+def _read_starts(here: Field) -> dict[str, list[int]]:
+    """function -> the start bytes of its reads of the field."""
+    starts: dict[str, list[int]] = {}
+    for read in here.reads:
+        starts.setdefault(read.function, []).append(read.node.start_byte)
+    return starts
+
+
+def _racing(model: FileModel, read: Read, earlier: dict[str, list[int]]) -> bool:
     """Whether an unchecked read may race with a NULL store unseen by its function: a load by a
     reader-only primitive (kfacts.racing_loads(), or an accessor), in a function that some way in
     reaches without having read the field first (a static function whose every caller in the file
@@ -144,9 +153,6 @@ def _racing(model: FileModel, read: Read, here: Field) -> bool:
     calls = model.callers.get(read.function, [])
     if not calls or model.has_unknown_callers(read.function):
         return True
-    earlier = {}
-    for other in here.reads:
-        earlier.setdefault(other.function, []).append(other.node.start_byte)
     return not all(any(start < call.start for start in earlier.get(call.function, ())) for call in calls)
 
 
@@ -170,14 +176,14 @@ def _fields(model: FileModel) -> dict[str, Field]:
     accessors = _accessors(model, loads, tests)
     for function in model.functions.values():
         for call in function.calls:
-            if call.name in loads or call.name in accessors or \
-                    (call.name not in model.functions and model.context.accessor(call.name) is not None):
+            # an accessor of another file or header, asked of the index once per call
+            outside = None if call.name in loads or call.name in accessors or call.name in model.functions \
+                else model.context.accessor(call.name)
+            if call.name in loads or call.name in accessors or outside is not None:
                 if call.name in loads:
                     key = _key(model, function, call.args[0]) if call.args else None
-                elif call.name in accessors:
-                    key = accessors[call.name]
                 else:
-                    key = model.context.accessor(call.name)
+                    key = accessors.get(call.name, outside)
                 if not key:
                     continue
                 kind, use = _classify(model, function, call.node, tests)
@@ -190,7 +196,7 @@ def _fields(model: FileModel) -> dict[str, Field]:
         for assignment in function.shapes.get("assignment", []):
             left, right = assignment.child_by_field_name("left"), assignment.child_by_field_name("right")
             if left is None or right is None or left.type != "field_expression" or \
-                    squeeze(model.text(right)) not in _NULL or _operator(assignment) != "=":
+                    squeeze(model.text(right)) not in _NULL or cparse.operator(assignment) != "=":
                 continue
             key = _key(model, function, model.text(left))
             if key:
@@ -232,13 +238,6 @@ def _key(model: FileModel, function: Function, expr: str) -> str | None:
     return model.canonical(function, text)
 
 
-def _operator(node: tree_sitter.Node) -> str:
-    operator = node.child_by_field_name("operator")
-    if operator is not None:
-        return operator.type
-    return node.children[1].type if node.child_count > 2 else ""
-
-
 def _classify(model: FileModel, function: Function, node: tree_sitter.Node,
               tests: frozenset[str]) -> tuple[str, tree_sitter.Node | None]:
     """(kind, dereference) of the value of a load at node: see the module."""
@@ -268,18 +267,18 @@ def _use(model: FileModel, node: tree_sitter.Node, tests: frozenset[str]):
     if kind == "field_expression" and parent.child_by_field_name("argument") == child:
         # `&p->member` computes an address without loading through p: not judged
         outer = parent.parent
-        if _operator(parent) != "->" or (outer is not None and outer.type == "pointer_expression"
-                                         and _operator(outer) == "&") or _in_sizeof(parent):
+        if cparse.operator(parent) != "->" or (outer is not None and outer.type == "pointer_expression"
+                                         and cparse.operator(outer) == "&") or _in_sizeof(parent):
             return "other", None
         return "unchecked", parent
-    if kind == "pointer_expression" and _operator(parent) == "*":
+    if kind == "pointer_expression" and cparse.operator(parent) == "*":
         return ("other", None) if _in_sizeof(parent) else ("unchecked", parent)
     if kind == "subscript_expression" and parent.child_by_field_name("argument") == child:
         return "unchecked", parent
-    if kind == "unary_expression" and _operator(parent) == "!":
+    if kind == "unary_expression" and cparse.operator(parent) == "!":
         return "tested", None
     if kind == "binary_expression":
-        operator = _operator(parent)
+        operator = cparse.operator(parent)
         if operator in ("&&", "||"):
             return "tested", None
         if operator in ("==", "!="):
@@ -299,7 +298,7 @@ def _use(model: FileModel, node: tree_sitter.Node, tests: frozenset[str]):
         return "other", None
     if kind == "return_statement":
         return "returned", None
-    if kind == "assignment_expression" and _operator(parent) == "=":
+    if kind == "assignment_expression" and cparse.operator(parent) == "=":
         left = parent.child_by_field_name("left")
         if left == child:
             return "stored", None
