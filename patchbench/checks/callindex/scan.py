@@ -282,6 +282,7 @@ def _belief_words() -> tuple[bytes, ...]:
 
 
 _TESTED_BEFORE = re.compile(rb"(?:!|&&|\|\||\bif\s*\(|\bwhile\s*\(|\?)\s*\(*\s*$")
+_TESTED_AFTER = re.compile(rb"\s*(?:&&|\|\||\?|[!=]=\s*NULL\b)")
 _ASSIGNED_TO = re.compile(rb"(?<![\w>.])([A-Za-z_]\w*)\s*=\s*$")
 _RETURNED = re.compile(rb"\breturn\s*$")
 
@@ -359,7 +360,7 @@ def _lexical_use(body: bytes, start: int, close: int, tests: frozenset[bytes]) -
     after = body[close + 1:close + 40]
     if re.match(rb"\s*->", after):
         return "unchecked"
-    if _TESTED_BEFORE.search(before) or re.match(rb"\s*(?:&&|\|\||\?|[!=]=\s*NULL\b)", after):
+    if _TESTED_BEFORE.search(before) or _TESTED_AFTER.match(after):
         return "tested"
     if _RETURNED.search(before):
         return "returned"
@@ -373,7 +374,7 @@ def _lexical_use(body: bytes, start: int, close: int, tests: frozenset[bytes]) -
     before, after = body[max(0, use.start() - 80):use.start()], body[use.end():use.end() + 40]
     if re.match(rb"\s*(?:->|\[)", after) or re.search(rb"(?:^|[=(,;{}]|\breturn)\s*\*\s*$", before):
         return "unchecked"
-    if _TESTED_BEFORE.search(before) or re.match(rb"\s*(?:&&|\|\||\?|[!=]=\s*NULL\b)", after) or \
+    if _TESTED_BEFORE.search(before) or _TESTED_AFTER.match(after) or \
             re.search(rb"(?:NULL\s*[!=]=)\s*$", before):
         return "tested"
     wrapper = re.search(rb"\b(\w+)\s*\(\s*$", before)
