@@ -78,6 +78,9 @@ class Transfer:
     """
 
     correlate_branches = False
+    # keep the states reaching each statement (FlowResult.states_before), for rules that judge
+    # what holds at a place that is not a call (a field access)
+    record_statements = False
 
     def call(self, state: State, call: CallSite) -> State:
         return state
@@ -131,6 +134,17 @@ class FlowResult:
     function: Function
     at_call: dict[CallSite, set] = field(default_factory=dict)
     returns: list[tuple[tree_sitter.Node, State]] = field(default_factory=list)
+    at_statement: dict[int, set] = field(default_factory=dict)   # start byte -> states (record_statements)
+
+    def states_before(self, node: tree_sitter.Node) -> set:
+        """The distinct states reaching the innermost statement around `node` (the walk must record
+        statements); empty when it is unreachable."""
+        current = node
+        while current is not None and current != self.function.body:
+            if current.type in _RECORDED and current.start_byte in self.at_statement:
+                return self.at_statement[current.start_byte]
+            current = current.parent
+        return set()
 
     def states_at(self, call: CallSite) -> set:
         """The distinct states reaching the call (empty when it is unreachable)."""
@@ -175,6 +189,8 @@ _KNOWN_TRUTH = {"true": True, "1": True, "false": False, "0": False, "NULL": Fal
 _SIDE_EFFECT = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--")
 _LOOPS = ("while_statement", "for_statement", "do_statement")
 _CONDITIONALS = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_elifdef")
+_RECORDED = frozenset({"expression_statement", "declaration", "return_statement", "if_statement", "while_statement",
+                       "for_statement", "do_statement", "switch_statement", "case_statement"})
 _SKIPPED = ("comment", "type_definition", "struct_specifier", "enum_specifier", "union_specifier",
             "preproc_def", "preproc_function_def", "preproc_call", "preproc_include", ";", "{", "}")
 
@@ -206,6 +222,7 @@ class _Walker:
         self.break_depths: list[int] = []           # len(blocks) at each enclosing loop/switch
         self.continue_depths: list[int] = []        # len(blocks) at each enclosing loop
         self.scoped = type(transfer).leave_block is not Transfer.leave_block
+        self.recording = transfer.record_statements
         self._label_nodes: dict[str, tree_sitter.Node] | None = None
         self._universe: tuple[int, frozenset] = (0, frozenset())   # see tag_universe()
 
@@ -240,6 +257,8 @@ class _Walker:
             states = _bounded(states, self.transfer, self.tag_universe())
         if kind in _SKIPPED:
             return states
+        if self.recording and kind in _RECORDED:
+            self.result.at_statement.setdefault(node.start_byte, set()).update(states)
         if kind == "compound_statement" and self.scoped:
             self.blocks.append(node)
             try:

@@ -1,0 +1,344 @@
+"""Which lock protects a field, as the code itself believes it, and the accesses that do without it
+(rule lock-held-inconsistent).
+
+An **access** is a field of a struct reached from a variable of known struct type, by its whole
+access path (`priv->stats.tx_dropped` -> "foo_priv.stats.tx_dropped": `FileModel.canonical`): read,
+written (`=`, `+=`, `++`) or its address handed to a call (`list_add(&e->node, &priv->list)`).
+Not accesses: the lock itself (the argument of a lock operation), and accesses spelt to run without
+a lock (READ_ONCE(), atomic and bit operations, RCU accessors: facts table [lock_consistency]
+lockless). What is held at an access comes from the lock walk (locks.LockTransfer) from the
+function's entry: its annotations, the global locks its registrations' calling context holds
+(RTNL for a `.ndo_open`), and what every in-file caller holds at its calls. Only named locks count,
+not RCU readers or BH/preemption/IRQ-off sections.
+
+Accesses that are not counted at all: those of functions the kernel reaches only before the object
+is published or after it is withdrawn (probe, ndo_init, pernet init, and their teardown
+counterparts: [lock_consistency] unpublished), directly or through in-file callers reached only
+from them (and a helper's calls from such functions do not decide what its entry holds, when its
+other calls hold the lock); and those through a variable the function itself set to new memory (an allocator of
+[rcu.private]), which no other context can see yet.
+
+The **belief**: lock L protects field F where, among the counted accesses of F in the file's *other*
+functions, at least MIN_OTHERS hold L, in at least MIN_FUNCTIONS functions, and they are at least
+MIN_SHARE of them. What is reported is a **structure** access of such a field without L on every
+path reaching it: the field handed as the head to a primitive that changes or walks a linked
+structure (list_add(e, head), __skb_queue_tail(head, skb), list_for_each_entry(pos, head, m):
+[lock_consistency] heads), where a race corrupts the structure or follows a freed node. Other accesses (a counter, a flag, a
+configuration value read on the data path) are evidence only: without the lock they race, but do
+not by themselves crash. One verdict per function and field (its first such access), and only
+where the function's ways in are all known (static with every caller in the file, or registered
+in a context the facts table knows): a function other files may call could be called with L held.
+Accesses in functions of unknown ways in count as evidence only when they hold L.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import tree_sitter
+
+from patchbench.checks.analyses import calling, locks
+from patchbench.checks.engine import parse as cparse
+from patchbench.checks.engine import summaries
+from patchbench.checks.engine.model import FileModel, Function
+from patchbench.checks.kernel import facts as kfacts
+
+MIN_OTHERS = 5       # other accesses holding the lock, at least
+MIN_SHARE = 0.9      # of the other accesses, the share that hold it
+MIN_FUNCTIONS = 2    # functions those accesses are in, at least
+
+_FACTS = kfacts.table()["lock_consistency"]
+_LOCKLESS = re.compile(_FACTS["lockless"])
+_HEADS = {name: frozenset(positions) for name, positions in _FACTS["heads"].items()}
+_SAME_OBJECT = {kind: group[0] for group in _FACTS["same_object"] for kind in group}
+_OBJECT_KINDS = frozenset(op.kind for op in kfacts.lock_ops().values() if op.key == "object")
+_UNPUBLISHED = frozenset(_FACTS["unpublished"])
+_ALLOCATORS = re.compile(kfacts.table()["rcu"]["private"]["allocators"])
+_GLOBAL_LOCKS = frozenset(op.kind for op in kfacts.lock_ops().values() if op.key == "global" and not op.is_reader)
+_ACCESS = cparse.query("(field_expression) @access")
+_PATH = re.compile(r"^[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*|\[[^\]]*\])*$")
+_WRITES = frozenset({"assignment_expression", "update_expression"})
+
+
+@dataclass(eq=False)
+class Access:
+    function: str
+    key: str                  # the field, by its root's struct type and path
+    node: tree_sitter.Node
+    kind: str                 # read | write | address | structure (a list or queue primitive's)
+    call: str                 # for address and structure: the call it is passed to
+    held: frozenset[str]      # named locks held on every path reaching it (by _identity)
+    spelled: dict[str, str]   # identity -> the key of the lock as held here
+    known: bool               # every way into the function is known
+
+
+@dataclass(frozen=True)
+class Verdict:
+    access: Access
+    lock: str                 # the lock the belief names (its _identity)
+    spelling: str             # how a holding access names it
+    holding: int              # other accesses holding it
+    others: int               # other counted accesses
+    functions: int            # functions the holding accesses are in
+    sites: tuple[Access, ...]  # two of them, in other functions where there are
+
+
+def verdicts(model: FileModel) -> list[Verdict]:
+    return model.memo("lock_consistency.verdicts", lambda: _verdicts(model))
+
+
+def _verdicts(model: FileModel) -> list[Verdict]:
+    by_key: dict[str, list[Access]] = {}
+    accesses, results = _accesses(model)
+    for access in accesses:
+        by_key.setdefault(access.key, []).append(access)
+    found = []
+    for key, accesses in sorted(by_key.items()):
+        if len(accesses) <= MIN_OTHERS:
+            continue
+        judged: set[str] = set()
+        for access in sorted(accesses, key=lambda a: a.node.start_byte):
+            if access.kind != "structure" or not access.known or access.function in judged:
+                continue
+            # the other functions' accesses: a function's own repeated accesses are one judgement
+            others = [a for a in accesses if a.function != access.function and (a.known or a.held)]
+            lock, holding = _majority(others)
+            if lock is None or lock in access.held or len(holding) < MIN_OTHERS or \
+                    len(holding) < MIN_SHARE * len(others):
+                continue
+            functions = {a.function for a in holding}
+            if len(functions) < MIN_FUNCTIONS or _unlocked_only_before_publication(model, results, access, lock):
+                continue
+            judged.add(access.function)   # its first access without the lock stands for the others
+            sites = sorted({a.function: a for a in reversed(holding)}.values(), key=lambda a: a.node.start_byte)[:2]
+            spelling = sites[0].spelled[lock]
+            found.append(Verdict(access, lock, lock if ":" in spelling else spelling, len(holding), len(others),
+                                 len(functions), tuple(sites)))
+    return found
+
+
+def _majority(accesses: list[Access]) -> tuple[str | None, list[Access]]:
+    """The lock most of the accesses hold (ties: the first key), and those accesses."""
+    counts: dict[str, int] = {}
+    for access in accesses:
+        for lock in access.held:
+            counts[lock] = counts.get(lock, 0) + 1
+    if not counts:
+        return None, []
+    lock = min(counts, key=lambda k: (-counts[k], k))
+    return lock, [a for a in accesses if lock in a.held]
+
+
+def _unlocked_only_before_publication(model: FileModel, results: dict[str, summaries.Summary], access: Access,
+                                      lock: str) -> bool:
+    """The function does not operate on the lock itself, and every in-file call of it without the
+    lock comes from a function the kernel reaches only before publication or after withdrawal
+    (a helper that the probe's error path calls too): the calls that matter all hold it."""
+    name = access.function
+    if model.has_unknown_callers(name) or not model.callers.get(name):
+        return False
+    function = model.functions[name]
+    if any(_identity(key) == lock for call in function.calls for key in _lock_arguments(model, function, call)):
+        return False
+    for call in model.callers[name]:
+        caller = results.get(call.function)
+        states = caller.result.states_at(call) if caller is not None else set()
+        if states and all(lock in {_identity(key) for key in locks.held(state)} for state in states):
+            continue
+        if not (call.function and calling.only_reached_from(model, call.function, _UNPUBLISHED)):
+            return False
+    return True
+
+
+def _accesses(model: FileModel) -> tuple[list[Access], dict[str, summaries.Summary]]:
+    """Every counted access of the file (see the module), with the locks held at it, and the lock
+    walks they come from."""
+    spotted: dict[str, list[tuple[str, tree_sitter.Node, str, str]]] = {}
+    for name, function in model.functions.items():
+        found = list(_spot(model, function))
+        if found:
+            spotted[name] = found
+    if not spotted:
+        return [], {}
+    lock_keys = {key for function in model.functions.values() for call in function.calls
+                 for key in _lock_arguments(model, function, call)}
+    structures = {key for found in spotted.values() for key, _, kind, _ in found if kind == "structure"}
+    wanted = {key for key, count in _counts(spotted).items()
+              if count > MIN_OTHERS and key in structures and key not in lock_keys}
+    users = {name for name, found in spotted.items() if any(key in wanted for key, _, _, _ in found)
+             and not calling.only_reached_from(model, name, _UNPUBLISHED)}
+    if not users:
+        return [], {}
+    results = summaries.solve(model, users | locks.lock_functions(model), lambda s: _transfer(model, s),
+                              precondition=lambda f: _precondition(model, f),
+                              inherit=lambda facts: frozenset(f for f in facts if f[0] == "held"),
+                              report=users)
+    accesses = []
+    for name in sorted(users):
+        result = results[name].result
+        known = _known_ways(model, name)
+        for key, node, kind, call in spotted[name]:
+            if key not in wanted:
+                continue
+            states = result.states_before(node)
+            if not states:
+                continue   # unreachable
+            keys = frozenset.intersection(*(locks.held(state) for state in states))
+            spelled = {_identity(k): k for k in sorted(keys, reverse=True) if _named_lock(k)}
+            accesses.append(Access(name, key, node, kind, call, frozenset(spelled), spelled, known))
+    return accesses, results
+
+
+def _counts(spotted: dict[str, list[tuple[str, tree_sitter.Node, str, str]]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for found in spotted.values():
+        for key, _, _, _ in found:
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _transfer(model: FileModel, results: dict) -> locks.LockTransfer:
+    transfer = locks.LockTransfer(model, results)
+    transfer.record_statements = True
+    return transfer
+
+
+def _precondition(model: FileModel, function: Function) -> frozenset:
+    keys = set(locks.annotated_keys(model, function, "__must_hold", "__releases"))
+    ways = calling.registered_ways(model, function.name)
+    if ways and all(way.context is not None for way in ways):
+        keys |= frozenset.intersection(*(way.context.locks for way in ways)) & _GLOBAL_LOCKS
+    return frozenset({("held", k) for k in keys} | {("caller", k) for k in keys})
+
+
+def _known_ways(model: FileModel, name: str) -> bool:
+    """Every way into the function is known: registrations whose context the facts table gives, or
+    (with none) in-file callers only."""
+    ways = calling.registered_ways(model, name)
+    if ways:
+        return all(way.context is not None for way in ways)
+    return bool(model.callers.get(name)) and not model.has_unknown_callers(name)
+
+
+def _identity(key: str) -> str:
+    """One name for a lock however it is reached: an object lock by its kind (see the facts
+    table's same_object), a lock in a field by its last two components (`work->sp->router.lock`
+    and `sp->router.lock` are "router.lock"; the root's type stays when there are only two)."""
+    kind, colon, _ = key.partition(":")
+    if colon and kind in _OBJECT_KINDS:
+        return f"{_SAME_OBJECT.get(kind, kind)} lock"
+    parts = key.split(".")
+    return ".".join(parts[-2:]) if len(parts) > 2 else key
+
+
+def _named_lock(key: str) -> bool:
+    """A lock that excludes other holders, not a reader section or an interrupt/preemption state."""
+    return key not in kfacts.READER_KINDS and not key.startswith("srcu:")
+
+
+def _lock_arguments(model: FileModel, function: Function, call) -> list[str]:
+    op = kfacts.lock_op(call.name)
+    if op is None or op.key == "global" or op.argument >= len(call.args):
+        return []
+    return [model.canonical(function, call.args[op.argument])]
+
+
+def _spot(model: FileModel, function: Function):
+    """(key, node, kind, call) of each field access of the function reached from a typed variable."""
+    fresh = _fresh(model, function)
+    for node in cparse.captures(_ACCESS, function.body).get("access", []):
+        parent = node.parent
+        if parent is not None and parent.type == "field_expression" and \
+                parent.child_by_field_name("argument") == node:
+            continue   # part of a longer path, judged as that path
+        text = model.text(node)
+        if not _PATH.match(text.replace(" ", "").replace("\n", "").replace("\t", "")):
+            continue
+        root = re.match(r"[A-Za-z_]\w*", text).group(0)
+        if root not in function.types or root in fresh:
+            continue
+        kind, call, position = _use(model, node)
+        if call and (_LOCKLESS.match(call) or kfacts.lock_op(call) is not None):
+            continue
+        if _inside_lockless(model, node, function):
+            continue
+        if position in _HEADS.get(call, ()):
+            kind = "structure"
+        yield model.canonical(function, text), node, kind, call
+
+
+def _use(model: FileModel, node: tree_sitter.Node) -> tuple[str, str, int]:
+    """How the access is used: (read | write | address, the call its address is passed to or "",
+    the argument's position in that call or -1)."""
+    parent = node.parent
+    while parent is not None and parent.type == "parenthesized_expression":
+        node, parent = parent, parent.parent
+    if parent is None:
+        return "read", "", -1
+    if parent.type in _WRITES and (parent.child_by_field_name("left") == node or
+                                   parent.child_by_field_name("argument") == node):
+        return "write", "", -1
+    if parent.type != "pointer_expression" or parent.children[0].type != "&":
+        return "read", "", -1
+    arguments = parent.parent
+    if arguments is not None and arguments.type == "argument_list":
+        callee = arguments.parent.child_by_field_name("function")
+        position = [child.id for child in arguments.named_children].index(parent.id)
+        return "address", model.text(callee) if callee is not None else "", position
+    head = arguments
+    while head is not None and head.type in ("comma_expression", "parenthesized_expression"):
+        head = head.parent
+    if head is not None and head.type == "while_statement" and arguments.type == "comma_expression":
+        # an iterator macro the pre-pass made a loop (`list_for_each_entry(pos, &p->list, m)`
+        # -> `while (pos, &p->list, m)`): the source still names it
+        condition = head.child_by_field_name("condition")
+        items = _comma_items(condition.named_children[0] if condition.named_children else condition)
+        position = [item.id for item in items].index(parent.id) if parent.id in {i.id for i in items} else -1
+        return "address", re.match(r"\w*", model.text(head)).group(0), position
+    return "address", "", -1
+
+
+def _comma_items(node: tree_sitter.Node) -> list[tree_sitter.Node]:
+    """The operands of a comma list `a, b, c`, in order."""
+    if node.type != "comma_expression":
+        return [node]
+    return [item for child in node.named_children for item in _comma_items(child)]
+
+
+def _inside_lockless(model: FileModel, node: tree_sitter.Node, function: Function) -> bool:
+    """The access is an argument (at any depth) of a lockless accessor: READ_ONCE(p->x)."""
+    current = node.parent
+    while current is not None and current != function.body:
+        if current.type == "call_expression":
+            callee = current.child_by_field_name("function")
+            if callee is not None and _LOCKLESS.match(model.text(callee)):
+                return True
+        if current.type in ("expression_statement", "declaration", "return_statement"):
+            return False
+        current = current.parent
+    return False
+
+
+def _fresh(model: FileModel, function: Function) -> set[str]:
+    """Variables the function assigns new memory from an allocator: unpublished objects."""
+    fresh = set()
+    for call in function.calls:
+        if not _ALLOCATORS.match(call.name):
+            continue
+        holder = call.node.parent
+        while holder is not None and holder.type in ("parenthesized_expression", "cast_expression"):
+            holder = holder.parent
+        if holder is None:
+            continue
+        if holder.type == "assignment_expression":
+            target = holder.child_by_field_name("left")
+        elif holder.type == "init_declarator":
+            target = holder.child_by_field_name("declarator")
+            while target is not None and target.type == "pointer_declarator":
+                target = target.child_by_field_name("declarator")
+        else:
+            continue
+        if target is not None and target.type == "identifier":
+            fresh.add(model.text(target))
+    return fresh

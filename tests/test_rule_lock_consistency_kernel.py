@@ -1,0 +1,79 @@
+"""lock-held-inconsistent on real 7.2 code: our own mutations of networking files, each moving a
+list or queue access out of the lock every other access of it holds (found, and nothing else from
+this rule), and the same files unmutated (no finding)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from patchbench.checks.run import checkfile
+
+RULE = "lock-held-inconsistent"
+
+# name -> (path, [(old, new), ...] each `old` found exactly once, the function that must be reported)
+MUTATIONS = {
+    "ipmr_mfc_add walks the unresolved queue before taking its lock": (
+        "net/ipv4/ipmr.c",
+        [("\tfound = false;\n\tspin_lock_bh(&mfc_unres_lock);\n\tlist_for_each_entry(_uc, &mrt->mfc_unres_queue, list) {\n"
+          "\t\tuc = (struct mfc_cache *)_uc;",
+          "\tfound = false;\n\tlist_for_each_entry(_uc, &mrt->mfc_unres_queue, list) {\n\t\tuc = (struct mfc_cache *)_uc;"),
+         ("\t\t\tfound = true;\n\t\t\tbreak;\n\t\t}\n\t}\n\tif (list_empty(&mrt->mfc_unres_queue))",
+          "\t\t\tfound = true;\n\t\t\tbreak;\n\t\t}\n\t}\n\tspin_lock_bh(&mfc_unres_lock);\n"
+          "\tif (list_empty(&mrt->mfc_unres_queue))")],
+        "ipmr_mfc_add"),
+    "ip6mr_mfc_add walks the unresolved queue before taking its lock": (
+        "net/ipv6/ip6mr.c",
+        [("\tfound = false;\n\tspin_lock_bh(&mfc_unres_lock);\n\tlist_for_each_entry(_uc, &mrt->mfc_unres_queue, list) {\n"
+          "\t\tuc = (struct mfc6_cache *)_uc;",
+          "\tfound = false;\n\tlist_for_each_entry(_uc, &mrt->mfc_unres_queue, list) {\n\t\tuc = (struct mfc6_cache *)_uc;"),
+         ("\t\t\tfound = true;\n\t\t\tbreak;\n\t\t}\n\t}\n\tif (list_empty(&mrt->mfc_unres_queue))",
+          "\t\t\tfound = true;\n\t\t\tbreak;\n\t\t}\n\t}\n\tspin_lock_bh(&mfc_unres_lock);\n"
+          "\tif (list_empty(&mrt->mfc_unres_queue))")],
+        "ip6mr_mfc_add"),
+    "the tp_meter receiver's shutdown timer frees unacked packets without unacked_lock": (
+        "net/batman-adv/tp_meter.c",
+        [("\tspin_lock_bh(&tp_vars->common.unacked_lock);\n\tlist_for_each_entry_safe(un, safe, &tp_vars->common.unacked_list, list) {",
+          "\tlist_for_each_entry_safe(un, safe, &tp_vars->common.unacked_list, list) {"),
+         ("\t\ttp_vars->common.unacked_count--;\n\t}\n\tspin_unlock_bh(&tp_vars->common.unacked_lock);\n",
+          "\t\ttp_vars->common.unacked_count--;\n\t}\n")],
+        "batadv_tp_receiver_shutdown"),
+    "addrconf_dad_run walks the addresses without idev->lock": (
+        "net/ipv6/addrconf.c",
+        [("\tread_lock_bh(&idev->lock);\n\tlist_for_each_entry(ifp, &idev->addr_list, if_list) {\n\t\tspin_lock(&ifp->lock);",
+          "\tlist_for_each_entry(ifp, &idev->addr_list, if_list) {\n\t\tspin_lock(&ifp->lock);"),
+         ("\t\tspin_unlock(&ifp->lock);\n\t}\n\tread_unlock_bh(&idev->lock);\n}\n\n#ifdef CONFIG_PROC_FS",
+          "\t\tspin_unlock(&ifp->lock);\n\t}\n}\n\n#ifdef CONFIG_PROC_FS")],
+        "addrconf_dad_run"),
+    "tipc_service_insert_publ looks for a duplicate before taking the service's lock": (
+        "net/tipc/name_table.c",
+        [("\tspin_lock_bh(&sc->lock);\n\tsr = tipc_service_create_range(sc, p);",
+          "\tsr = tipc_service_create_range(sc, p);"),
+         ("\t\t\tgoto exit;\n\t\t}\n\t}\n\n\tif (in_own_node(net, p->sk.node))",
+          "\t\t\tgoto exit;\n\t\t}\n\t}\n\n\tspin_lock_bh(&sc->lock);\n\tif (in_own_node(net, p->sk.node))")],
+        "tipc_service_insert_publ"),
+}
+
+
+def findings(path: str, source: bytes) -> list[tuple[str, str]]:
+    return [(f.rule, f.function) for f in checkfile.check_source(path, source, {RULE})]
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("name", MUTATIONS)
+def test_mutated_72_file_is_found(kernel_tree_new: Path, name: str):
+    path, edits, function = MUTATIONS[name]
+    source = (kernel_tree_new / path).read_bytes()
+    for old, new in edits:
+        assert source.count(old.encode()) == 1, old
+        source = source.replace(old.encode(), new.encode())
+    # every finding is in the mutated function (one per field it left unlocked)
+    found = findings(path, source)
+    assert found and {name for _, name in found} == {function}
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("path", sorted({path for path, _, _ in MUTATIONS.values()}))
+def test_unmutated_72_file_has_no_finding(kernel_tree_new: Path, path: str):
+    assert findings(path, (kernel_tree_new / path).read_bytes()) == []
