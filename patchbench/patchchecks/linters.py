@@ -1,0 +1,88 @@
+"""Linters on the scripts a patch touches (shellcheck, ruff, yamllint), judged by identity.
+
+Each touched file whose path matches the linter's `files` in netdev.toml is linted as it was before
+the patch and as it is after, with netdev's options. A warning after the patch is new when the file
+before it had fewer warnings of the same code and message (line numbers are not compared, so code
+that only moved is not new); a file the patch adds has nothing before it. Each version of a file is
+written once, under its blob id, with its tree path below that, and linted from its own directory
+(shellcheck -x then looks for sourced files beside it, as netdev runs it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import sys
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchbench.checks.engine.finding import Finding
+from patchbench.patchchecks.context import PatchContext, Skip, netdev_facts, run_tool
+from patchbench.tree.git import Git
+
+
+@dataclass(frozen=True)
+class LintWarning:
+    """One report of a linter about one file; (code, message) is its identity."""
+    line: int
+    code: str
+    message: str
+    severity: str                  # error | warning | note
+
+
+@dataclass(frozen=True)
+class Linter:
+    id: str                        # the check id, and the key of [linters.<id>] in netdev.toml
+    program: str
+    output_options: tuple[str, ...]   # the machine-readable format `parse` reads
+    parse: Callable[[str], list[LintWarning]]
+    ok_codes: tuple[int, ...] = (0, 1)   # exit codes meaning "ran" (1: it found something)
+
+
+def find_program(name: str) -> str:
+    """`name` on PATH, else beside this Python (a tool installed into patchbench's virtualenv)."""
+    found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+    if found is None:
+        raise Skip(f"{name} is not installed")
+    return found
+
+
+def new_warnings(context: PatchContext, linter: Linter) -> list[Finding]:
+    facts = netdev_facts()["linters"][linter.id]
+    wanted = re.compile(facts["files"])
+    touched = [(patch, path) for patch in context.applied.applied for path in patch.files if wanted.search(path)]
+    if not touched:
+        return []
+    command = [find_program(linter.program), *facts["options"], *linter.output_options]
+    work = context.scratch / linter.id
+    linted: dict[str, list[LintWarning]] = {}    # blob digest -> its warnings
+
+    def lint(path: str, data: bytes) -> list[LintWarning]:
+        digest = hashlib.sha1(data).hexdigest()[:16]
+        if digest not in linted:
+            out = work / digest / path
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(data)
+            proc = run_tool([*command, out.name], linter.program, cwd=out.parent, ok_codes=linter.ok_codes)
+            linted[digest] = linter.parse(proc.stdout)
+        return linted[digest]
+
+    found = []
+    with Git(context.git_dir).blobs() as blobs:
+        for patch, path in touched:
+            after = blobs.read(f"{patch.commit}:{path}")
+            if after is None:
+                continue   # the patch deletes it
+            before = blobs.read(f"{patch.parent}:{path}")
+            old = Counter((w.code, w.message) for w in (lint(path, before) if before is not None else []))
+            for warning in lint(path, after):
+                key = (warning.code, warning.message)
+                if old[key] > 0:
+                    old[key] -= 1
+                    continue
+                found.append(Finding(rule=linter.id, severity=warning.severity, file=path, line=warning.line,
+                                     function="", message=f"{warning.code}: {warning.message}", patch=patch.index))
+    return found

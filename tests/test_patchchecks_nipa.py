@@ -1,0 +1,164 @@
+"""NIPA's static per-patch checks (check-selftest, shellcheck, ruff, yamllint) on series of
+our own writing: on a small kernel-shaped tree the test makes, each fires on its planted problem on
+the right patch, each runs alone with --checks, and what a patch only moves is not reported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from patchbench.cli import main
+from tests.conftest import missing, require_tool
+from tests.support.git_series import commit_files, git
+
+SOB = "Signed-off-by: Ada Series <ada@example.org>"
+NET = "tools/testing/selftests/net"
+MAKEFILE = f"""# SPDX-License-Identifier: GPL-2.0
+TEST_PROGS := \\
+	alpha.sh \\
+	gamma.sh \\
+	kappa.sh \\
+# end of TEST_PROGS
+
+TEST_GEN_FILES := \\
+	beta_prog \\
+	zeta_prog \\
+# end of TEST_GEN_FILES
+
+include ../../lib.mk
+"""
+GITIGNORE = "# SPDX-License-Identifier: GPL-2.0-only\nbeta_prog\nzeta_prog\n"
+CONFIG = "CONFIG_BRIDGE=y\nCONFIG_DUMMY=m\nCONFIG_VETH=y\n"
+# an existing script with shellcheck reports of its own (SC2164 warning, SC2086 info)
+ALPHA = '#!/bin/bash\n# SPDX-License-Identifier: GPL-2.0\n\ndir=$(mktemp -d)\ncd "$dir"\necho $1\n'
+CLEAN_SH = '#!/bin/bash\n# SPDX-License-Identifier: GPL-2.0\n\necho "{name}: ok"\n'
+TOOL = "tools/net/ynl/pb_tool.py"
+TOOL_PY = "# SPDX-License-Identifier: GPL-2.0\nimport os\n\n\ndef main():\n    return 0\n"   # F401 already
+SPEC = "Documentation/netlink/specs/pbdemo.yaml"
+SPEC_YAML = "---\nname: pbdemo\ndoc: A family for the tests.\noperations:\n  list:\n    - name: get\n"
+PROGRAM_C = "// SPDX-License-Identifier: GPL-2.0\nint main(void)\n{\n\treturn 0;\n}\n"
+LINTERS = ["check-selftest", "ruff", "shellcheck", "yamllint"]
+
+
+def make_tree(repo: Path) -> str:
+    git(repo.parent, "init", "-q", "-b", "net-next", str(repo))
+    base = commit_files(repo, None, {
+        "MAINTAINERS": b"", f"{NET}/Makefile": MAKEFILE.encode(), f"{NET}/.gitignore": GITIGNORE.encode(),
+        f"{NET}/config": CONFIG.encode(), f"{NET}/alpha.sh": ("100755", ALPHA.encode()),
+        f"{NET}/gamma.sh": ("100755", CLEAN_SH.format(name="gamma").encode()),
+        f"{NET}/kappa.sh": ("100755", CLEAN_SH.format(name="kappa").encode()),
+        TOOL: TOOL_PY.encode(), SPEC: SPEC_YAML.encode()}, f"pbtree: a kernel-shaped tree\n\n{SOB}")
+    git(repo, "update-ref", "refs/heads/net-next", base)
+    return base
+
+
+def mail_commits(repo: Path, base: str, commits: list[tuple[str, dict]], out: Path,
+                 prefix: str = "PATCH net-next") -> Path:
+    """Each (subject, {path: content}) becomes a commit on the last; all mailed with a cover letter."""
+    tip = base
+    for subject, files in commits:
+        tip = commit_files(repo, tip, files, f"{subject}\n\nWhy it is done, in a sentence.\n\n{SOB}")
+    git(repo, "format-patch", "-q", "--thread", "--cover-letter", f"--base={base}", "-o", str(out),
+        f"--subject-prefix={prefix}", f"{base}..{tip}")
+    return out
+
+
+def run_check(capsys, series: Path, repo: Path, checks: str) -> tuple[int, dict]:
+    code = main(["check", str(series), "--tree", str(repo), "--format", "json", "--checks", checks])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def found(report: dict) -> list[tuple[int, str, str, str]]:
+    return sorted((f["patch"], f["rule"], f["file"], f["message"]) for f in report["findings"])
+
+
+@pytest.fixture(scope="module")
+def tools():
+    for name in ("shellcheck", "yamllint"):
+        require_tool(name)
+    if shutil.which("ruff") is None and not (Path(os.sys.executable).parent / "ruff").exists():
+        missing("ruff is not installed (pip install -e '.[test]')")
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory, tools):
+    """Six patches, each with one kind of problem or none, on the small tree."""
+    root = tmp_path_factory.mktemp("nipa")
+    repo = root / "linux"
+    base = make_tree(repo)
+    makefile_delta = MAKEFILE.replace("\tgamma.sh \\\n", "\tdelta.sh \\\n\tgamma.sh \\\n")
+    commits = [
+        # 1: a new test, listed in order: nothing to say
+        ("selftests: net: add delta.sh", {f"{NET}/delta.sh": ("100755", CLEAN_SH.format(name="delta").encode()),
+                                          f"{NET}/Makefile": makefile_delta.encode()}),
+        # 2: a new program in neither the Makefile nor .gitignore
+        ("selftests: net: add omega_prog", {f"{NET}/omega_prog.c": PROGRAM_C.encode()}),
+        # 3: a new test listed out of order; an option set twice in config
+        ("selftests: net: add epsilon.sh", {
+            f"{NET}/epsilon.sh": ("100755", CLEAN_SH.format(name="epsilon").encode()),
+            f"{NET}/Makefile": makefile_delta.replace("\tkappa.sh \\\n", "\tkappa.sh \\\n\tepsilon.sh \\\n").encode(),
+            f"{NET}/config": CONFIG.replace("CONFIG_DUMMY=m\n", "CONFIG_DUMMY=m\nCONFIG_DUMMY=y\n").encode()}),
+        # 4: alpha.sh's lines moved (its reports are not new) and one more unquoted argument (new)
+        ("selftests: net: alpha: say the argument first", {f"{NET}/alpha.sh": (
+            "100755", ALPHA.replace('dir=$(mktemp -d)\ncd "$dir"\necho $1\n',
+                                    'echo $1\necho $2\ndir=$(mktemp -d)\ncd "$dir"\n').encode())}),
+        # 5: an unused import added next to the one already there
+        ("tools: ynl: pb_tool: import sys", {TOOL: TOOL_PY.replace("import os\n", "import os\nimport sys\n").encode()}),
+        # 6: a key given twice in a netlink spec
+        ("netlink: specs: pbdemo: repeat the doc", {SPEC: (SPEC_YAML + "doc: Again.\n").encode()}),
+    ]
+    return repo, mail_commits(repo, base, commits, root / "series")
+
+
+EXPECTED = [
+    (2, "check-selftest", f"{NET}/omega_prog.c", f"new selftest omega_prog is not in {NET}/.gitignore"),
+    (2, "check-selftest", f"{NET}/omega_prog.c", f"new selftest omega_prog is not in {NET}/Makefile"),
+    (3, "check-selftest", f"{NET}/Makefile",
+     f"TEST_PROGS in {NET}/Makefile is kept sorted: 'epsilon.sh' should come before 'kappa.sh'"),
+    (3, "check-selftest", f"{NET}/config", f"CONFIG_DUMMY is set 2 times in {NET}/config"),
+    (4, "shellcheck", f"{NET}/alpha.sh", "SC2086: Double quote to prevent globbing and word splitting."),
+    (5, "ruff", TOOL, "F401: `sys` imported but unused"),
+    (6, "yamllint", SPEC, 'key-duplicates: duplication of key "doc" in mapping'),
+]
+
+
+def test_each_static_check_fires_on_its_patch_and_only_there(planted, capsys):
+    repo, series = planted
+    code, report = run_check(capsys, series, repo, ",".join(LINTERS))
+    assert {c["id"]: c["status"] for c in report["checks"]} == {**{c: "ran" for c in LINTERS}, "rules": "skipped"}
+    assert found(report) == EXPECTED and code == 1
+
+
+@pytest.mark.parametrize("check", LINTERS)
+def test_each_static_check_runs_alone(planted, capsys, check):
+    repo, series = planted
+    code, report = run_check(capsys, series, repo, check)
+    assert [c["id"] for c in report["checks"] if c["status"] == "ran"] == [check]
+    assert found(report) == [f for f in EXPECTED if f[1] == check] and code == 1
+
+
+def test_the_reports_keep_their_lines(planted, capsys):
+    """New by identity, but reported where the patch put it: the new SC2086 is on line 5 of alpha.sh."""
+    repo, series = planted
+    _, report = run_check(capsys, series, repo, "shellcheck,yamllint")
+    assert sorted((f["rule"], f["line"], f["severity"]) for f in report["findings"]) == [
+        ("shellcheck", 5, "note"), ("yamllint", 7, "error")]
+
+
+def test_a_linter_the_machine_lacks_is_skipped_with_its_name(planted, capsys, tmp_path, monkeypatch):
+    """PATH with git and perl only: shellcheck is skipped, saying so; the other checks still run."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("git", "perl"):
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    monkeypatch.setenv("PATH", str(bin_dir))
+    repo, series = planted
+    code, report = run_check(capsys, series, repo, "shellcheck,check-selftest")
+    status = {c["id"]: (c["status"], c["reason"]) for c in report["checks"]}
+    assert status["shellcheck"] == ("skipped", "shellcheck is not installed")
+    assert status["check-selftest"] == ("ran", "") and code == 1
