@@ -1,10 +1,11 @@
-"""NIPA's static per-patch checks (check-selftest, shellcheck, ruff, yamllint) on series of
+"""NIPA's static per-patch checks (check-selftest, shellcheck, ruff, yamllint, signed) on series of
 our own writing: on a small kernel-shaped tree the test makes, each fires on its planted problem on
 the right patch, each runs alone with --checks, and what a patch only moves is not reported.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -162,3 +163,61 @@ def test_a_linter_the_machine_lacks_is_skipped_with_its_name(planted, capsys, tm
     status = {c["id"]: (c["status"], c["reason"]) for c in report["checks"]}
     assert status["shellcheck"] == ("skipped", "shellcheck is not installed")
     assert status["check-selftest"] == ("ran", "") and code == 1
+
+
+# --- signed ------------------------------------------------------------------------------------
+
+@pytest.fixture
+def keyring(tmp_path, monkeypatch):
+    """An ed25519 key made here; its public half in the user's patatt keyring ($XDG_DATA_HOME)."""
+    nacl_signing = pytest.importorskip("nacl.signing") if os.environ.get("CI") != "true" else __import__(
+        "nacl.signing", fromlist=["SigningKey"])
+    import patatt
+
+    key = nacl_signing.SigningKey.generate()
+    data_home = tmp_path / "data"
+    public = data_home / "patatt" / "public" / patatt.make_pkey_path("ed25519", "ada@example.org", "pbtest")
+    public.parent.mkdir(parents=True)
+    public.write_bytes(base64.b64encode(key.verify_key.encode()))
+    monkeypatch.setenv("XDG_DATA_HOME", str(data_home))
+    return base64.b64encode(bytes(key))
+
+
+def sign(mail: Path, private: bytes) -> None:
+    import patatt
+
+    mail.write_bytes(patatt.sign_message(mail.read_bytes(), "ed25519", private, "ada@example.org", "pbtest"))
+
+
+def one_patch_series(tmp_path: Path) -> tuple[Path, Path, Path]:
+    repo = tmp_path / "linux"
+    base = make_tree(repo)
+    series = mail_commits(repo, base, [("selftests: net: gamma: say more", {
+        f"{NET}/gamma.sh": ("100755", (CLEAN_SH.format(name="gamma") + 'echo "done"\n').encode())})],
+        tmp_path / "series")
+    return repo, series, next(series.glob("0001-*.patch"))
+
+
+def test_signed_a_valid_signature_or_none_is_silent_a_tampered_one_is_an_error(tmp_path, keyring, capsys):
+    repo, series, mail = one_patch_series(tmp_path)
+    code, report = run_check(capsys, series, repo, "signed")            # not signed: nothing to say
+    assert found(report) == [] and code == 0
+    sign(mail, keyring)
+    assert "X-Developer-Signature: v=1; a=ed25519" in mail.read_text()
+    code, report = run_check(capsys, series, repo, "signed")            # signed, and the key is known
+    assert [c["status"] for c in report["checks"] if c["id"] == "signed"] == ["ran"]
+    assert found(report) == [] and code == 0
+    mail.write_text(mail.read_text().replace('+echo "done"', '+echo "done"; rm -f /tmp/pb'))
+    code, report = run_check(capsys, series, repo, "signed")            # changed after signing
+    assert [(p, rule, m.split(":")[0]) for p, rule, _, m in found(report)] == [
+        (1, "signed", "the signature of ada@example.org (ed25519) does not validate")] and code == 1
+    assert report["findings"][0]["severity"] == "error"
+
+
+def test_signed_by_a_key_no_keyring_has_is_a_warning(tmp_path, keyring, capsys, monkeypatch):
+    repo, series, mail = one_patch_series(tmp_path)
+    sign(mail, keyring)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "elsewhere"))
+    code, report = run_check(capsys, series, repo, "signed")
+    assert [(f["severity"], f["message"].split(",")[0]) for f in report["findings"]] == [
+        ("warning", "signed by ada@example.org (ed25519)")] and code == 1
