@@ -16,6 +16,8 @@ import pytest
 from patchbench.cli import main
 from tests.conftest import missing, require_tool
 from tests.support.git_series import commit_files, git
+from tests.support.kernel import KERNELS, NEWEST
+from tests.test_patchchecks import NETDEV, by_hand_maintainers
 
 SOB = "Signed-off-by: Ada Series <ada@example.org>"
 NET = "tools/testing/selftests/net"
@@ -59,13 +61,13 @@ def make_tree(repo: Path) -> str:
 
 
 def mail_commits(repo: Path, base: str, commits: list[tuple[str, dict]], out: Path,
-                 prefix: str = "PATCH net-next") -> Path:
+                 prefix: str = "PATCH net-next", trailers: str = "", cc: list[str] = ()) -> Path:
     """Each (subject, {path: content}) becomes a commit on the last; all mailed with a cover letter."""
     tip = base
     for subject, files in commits:
-        tip = commit_files(repo, tip, files, f"{subject}\n\nWhy it is done, in a sentence.\n\n{SOB}")
+        tip = commit_files(repo, tip, files, f"{subject}\n\nWhy it is done, in a sentence.\n\n{trailers}{SOB}")
     git(repo, "format-patch", "-q", "--thread", "--cover-letter", f"--base={base}", "-o", str(out),
-        f"--subject-prefix={prefix}", f"{base}..{tip}")
+        f"--subject-prefix={prefix}", *(f"--cc={address}" for address in cc), f"{base}..{tip}")
     return out
 
 
@@ -163,6 +165,39 @@ def test_a_linter_the_machine_lacks_is_skipped_with_its_name(planted, capsys, tm
     status = {c["id"]: (c["status"], c["reason"]) for c in report["checks"]}
     assert status["shellcheck"] == ("skipped", "shellcheck is not installed")
     assert status["check-selftest"] == ("ran", "") and code == 1
+
+
+# --- on the newest kernel ---------------------------------------------------------------------
+
+def test_a_new_selftest_on_the_newest_tree_clean_with_every_check_or_not_in_the_makefile(kernel_tree_new, tmp_path,
+                                                                                         capsys, tools):
+    """A net fix adding a selftest to 7.2's own tools/testing/selftests/net: listed in its sorted
+    TEST_PROGS and mailed to whom get_maintainer.pl names, every netdev check is silent; the same
+    test left out of the Makefile is reported on its patch."""
+    repo = tmp_path / "linux"
+    git(tmp_path, "clone", "-q", "--shared", "--no-checkout", str(kernel_tree_new), str(repo))
+    base = git(repo, "rev-parse", KERNELS[NEWEST].tag)
+    makefile = git(repo, "show", f"{base}:{NET}/Makefile") + "\n"
+    if "\tbig_tcp.sh \\\n\tbind_bhash.sh \\\n" not in makefile:
+        missing(f"the newest tree's {NET}/Makefile has another TEST_PROGS than the test expects")
+    listed = makefile.replace("\tbind_bhash.sh \\\n", "\tbind_bhash.sh \\\n\tbind_pbprobe.sh \\\n")
+    script = ('#!/bin/bash\n# SPDX-License-Identifier: GPL-2.0\n\nsource lib.sh\n\n'
+              'echo "bind_pbprobe: ok"\nexit "$ksft_pass"\n')
+    fixes = f'Fixes: {base[:12]} ("{git(repo, "log", "-1", "--format=%s", base)}")\n'
+    commit = ("selftests: net: add bind_pbprobe.sh", {f"{NET}/bind_pbprobe.sh": ("100755", script.encode()),
+                                                      f"{NET}/Makefile": listed.encode()})
+    draft = mail_commits(repo, base, [commit], tmp_path / "draft", prefix="PATCH net", trailers=fixes)
+    wanted = sorted({address for _, address, _, section in
+                     by_hand_maintainers(kernel_tree_new, next(draft.glob("0001-*.patch"))) if section})
+    clean = mail_commits(repo, base, [commit], tmp_path / "clean", prefix="PATCH net", trailers=fixes, cc=wanted)
+    code, report = run_check(capsys, clean, repo, "netdev")
+    assert {c["id"]: c["status"] for c in report["checks"]} == {**{c: "ran" for c in NETDEV}, "rules": "skipped"}
+    assert found(report) == [] and code == 0
+    unlisted = mail_commits(repo, base, [(commit[0], {f"{NET}/bind_pbprobe.sh": commit[1][f"{NET}/bind_pbprobe.sh"]})],
+                            tmp_path / "unlisted", prefix="PATCH net", trailers=fixes, cc=wanted)
+    code, report = run_check(capsys, unlisted, repo, "check-selftest")
+    assert found(report) == [(1, "check-selftest", f"{NET}/bind_pbprobe.sh",
+                              f"new selftest bind_pbprobe.sh is not in {NET}/Makefile")] and code == 1
 
 
 # --- signed ------------------------------------------------------------------------------------

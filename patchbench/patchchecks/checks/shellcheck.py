@@ -25,7 +25,7 @@ def parse(output: str) -> list[LintWarning]:
             for c in json.loads(output or '{"comments": []}')["comments"]]
 
 
-LINTER = Linter(ID, "shellcheck", ("-f", "json1"), parse)
+LINTER = Linter(ID, "shellcheck", ("-f", "json1"), parse, reads_directory=True)
 
 
 def run(context: PatchContext) -> list[Finding]:
