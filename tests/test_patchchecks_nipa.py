@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 from patchbench.cli import main
+from patchbench.patchchecks.context import Skip
+from patchbench.patchchecks.linters import find_program
 from tests.conftest import missing, require_tool
 from tests.support.git_series import commit_files, git
 from tests.support.kernel import KERNELS, NEWEST
@@ -21,7 +22,7 @@ from tests.test_patchchecks import NETDEV, by_hand_maintainers
 
 SOB = "Signed-off-by: Ada Series <ada@example.org>"
 NET = "tools/testing/selftests/net"
-MAKEFILE = f"""# SPDX-License-Identifier: GPL-2.0
+MAKEFILE = """# SPDX-License-Identifier: GPL-2.0
 TEST_PROGS := \\
 	alpha.sh \\
 	gamma.sh \\
@@ -84,7 +85,9 @@ def found(report: dict) -> list[tuple[int, str, str, str]]:
 def tools():
     for name in ("shellcheck", "yamllint"):
         require_tool(name)
-    if shutil.which("ruff") is None and not (Path(os.sys.executable).parent / "ruff").exists():
+    try:
+        find_program("ruff")
+    except Skip:
         missing("ruff is not installed (pip install -e '.[test]')")
 
 
@@ -205,11 +208,10 @@ def test_a_new_selftest_on_the_newest_tree_clean_with_every_check_or_not_in_the_
 @pytest.fixture
 def keyring(tmp_path, monkeypatch):
     """An ed25519 key made here; its public half in the user's patatt keyring ($XDG_DATA_HOME)."""
-    nacl_signing = pytest.importorskip("nacl.signing") if os.environ.get("CI") != "true" else __import__(
-        "nacl.signing", fromlist=["SigningKey"])
     import patatt
+    from nacl.signing import SigningKey   # patatt's own dependency for ed25519
 
-    key = nacl_signing.SigningKey.generate()
+    key = SigningKey.generate()
     data_home = tmp_path / "data"
     public = data_home / "patatt" / "public" / patatt.make_pkey_path("ed25519", "ada@example.org", "pbtest")
     public.parent.mkdir(parents=True)

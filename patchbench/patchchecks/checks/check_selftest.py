@@ -16,6 +16,7 @@ patch's own commit, so only what the patch makes wrong is reported.
 from __future__ import annotations
 
 import fnmatch
+import itertools
 import posixpath
 import re
 from collections import Counter
@@ -88,7 +89,7 @@ def _lists(path: str, text: str) -> dict[str, list[Item]]:
 def inversions(items: list[Item], order: str) -> list[tuple[Item, Item]]:
     """Neighbours in the wrong order."""
     key = ORDERS[order]
-    return [(a, b) for a, b in zip(items, items[1:]) if key(a.text) > key(b.text)]
+    return [(a, b) for a, b in itertools.pairwise(items) if key(a.text) > key(b.text)]
 
 
 def kept_order(items: list[Item]) -> str | None:
