@@ -53,6 +53,7 @@ class Patch:
     recipients: list[str] = field(default_factory=list)   # addresses in the mail's To: and Cc:
     notes: str = ""                # below the `---`: changelog, diffstat
     subject_prefix: str = ""       # e.g. "PATCH net-next" (no version, no counters)
+    raw: bytes = b""               # the mail as read, for checks of what the sender signed
 
 
 @dataclass
@@ -131,6 +132,7 @@ class _Mailbox:
     limits: InputLimits
     texts: dict[int, str] = field(default_factory=dict)   # by position, for the mails being built
     patch_ids: dict[int, str | None] = field(default_factory=dict)   # by position, computed on demand
+    raws: dict[int, bytes] = field(default_factory=dict)   # by position, the mails as read, likewise
 
     @classmethod
     def read(cls, path: str, source: str, limits: InputLimits) -> _Mailbox:
@@ -147,6 +149,7 @@ class _Mailbox:
             if mail.key != wanted[position]:
                 raise BadInput(f"{path}: the source changed while it was being read")
             self.texts[position] = mail.text
+            self.raws[position] = mail.raw
 
     def text(self, item: Item) -> PatchText:
         return split_patch(self.texts.get(item.mail.position, ""))
@@ -345,6 +348,7 @@ def _patch(index: int, copies: list[Item], cover_trailers: list[str], mailbox: _
         recipients=_addresses(mail.recipients),
         notes=text.notes,
         subject_prefix=item.subject.prefix,
+        raw=mailbox.raws.get(mail.position, b""),
     )
 
 

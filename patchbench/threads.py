@@ -38,7 +38,7 @@ class Item:
         given = tuple(reply_trailers(mail.text, mail.from_email, mail.from_name)) if may_review else ()
         # keep what threading needs: the nearest references and the root are enough to find a parent
         references = mail.references[:1] + mail.references[1:][-_KEPT_REFERENCES:]
-        light = replace(mail, text="", subject="", references=references)
+        light = replace(mail, text="", subject="", references=references, raw=b"")
         return cls(light, subject, bool(text.diff), text.inbody, given)
 
     @property

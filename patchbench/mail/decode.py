@@ -34,6 +34,7 @@ class Mail:
     date: datetime | None
     text: str
     recipients: str = ""           # To: and Cc: as sent, comma-joined (parsed only for the patches checked)
+    raw: bytes = b""               # the message as read (line ends unified): what a signature covers
 
     @property
     def key(self) -> str:
@@ -76,6 +77,7 @@ def decode_mail(raw: bytes, position: int = 0) -> Mail:
         date=parse_date(first.get("date", "")),
         text=_body_text(message),
         recipients=", ".join(_collapse(value) for name in ("to", "cc") for value in headers.get(name, [])),
+        raw=raw,
     )
 
 

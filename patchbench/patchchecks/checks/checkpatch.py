@@ -1,8 +1,10 @@
 """checkpatch: the base tree's scripts/checkpatch.pl on each patch, one finding per report.
 
 Each commit made from the series is written as `git format-patch -M` does and all are given to one
-checkpatch.pl run (`--show-types`; `--strict` with --checkpatch-strict), with GIT_DIR set to the
-repository so that its commit-id checks see the tree. checkpatch already judges only what a patch
+checkpatch.pl run with the options netdev's CI gives it ([checkpatch] of netdev.toml: `--strict
+--codespell --max-line-length=80` and the types it ignores), with GIT_DIR set to the repository so
+that its commit-id checks see the tree. `--codespell` reads the dictionary of Debian's codespell
+package; without it the check is skipped, not run with fewer options than netdev's. checkpatch already judges only what a patch
 adds, so every report is new. ERROR is an error, WARNING a warning, CHECK a note; the message
 starts with checkpatch's type (`OPEN_BRACE: ...`), which is what `--ignore` takes.
 """
@@ -11,9 +13,10 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 from patchbench.checks.engine.finding import Finding
-from patchbench.patchchecks.context import PatchContext, run_tool
+from patchbench.patchchecks.context import PatchContext, Skip, netdev_facts, run_tool
 
 ID = "checkpatch"
 MESSAGE = "the tree's scripts/checkpatch.pl on each patch"
@@ -26,6 +29,9 @@ READS = ("scripts/spelling.txt", "scripts/const_structs.checkpatch", "scripts/ge
 SEVERITIES = {"ERROR": "error", "WARNING": "warning", "CHECK": "note"}
 _REPORT = re.compile(r"^(ERROR|WARNING|CHECK):([A-Z0-9_]+): (.*)$")
 _WHERE = re.compile(r"^#\d+: FILE: (.+):(\d+):$")
+# where Debian's codespell package (and an older layout) put the dictionary checkpatch.pl reads
+CODESPELL_DICTIONARIES = ("/usr/share/codespell/dictionary.txt",
+                          "/usr/lib/python3/dist-packages/codespell_lib/data/dictionary.txt")
 
 
 def parse(output: str) -> list[tuple[str, str, str, str, int]]:
@@ -57,8 +63,23 @@ def split_by_file(output: str, names: list[str]) -> dict[str, str]:
     return {name: "\n".join(text) for name, text in parts.items()}
 
 
+def codespell_dictionary() -> str:
+    found = next((path for path in CODESPELL_DICTIONARIES if Path(path).is_file()), None)
+    if found is None:
+        raise Skip("codespell's dictionary is not installed (Debian package codespell), which netdev's "
+                   "checkpatch --codespell reads")
+    return found
+
+
 def command_options(strict: bool) -> list[str]:
-    return ["--show-types", "--color=never", *(["--strict"] if strict else [])]
+    """netdev's options (--strict is among them; --checkpatch-strict adds it where a table has not)."""
+    facts = netdev_facts()["checkpatch"]
+    options = ["--show-types", "--color=never", *facts["options"], *(["--strict"] if strict else [])]
+    if "--codespell" in options:
+        options.append(f"--codespellfile={codespell_dictionary()}")
+    if facts["ignore"]:
+        options.append(f"--ignore={','.join(facts['ignore'])}")
+    return list(dict.fromkeys(options))
 
 
 def run(context: PatchContext) -> list[Finding]:
