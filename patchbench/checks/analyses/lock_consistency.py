@@ -26,8 +26,9 @@ structure (list_add(e, head), __skb_queue_tail(head, skb), list_for_each_entry(p
 [lock_consistency] heads), where a race corrupts the structure or follows a freed node. Other accesses (a counter, a flag, a
 configuration value read on the data path) are evidence only: without the lock they race, but do
 not by themselves crash. One verdict per function and field (its first such access), and only
-where the function's ways in are all known (static with every caller in the file, or registered
-in a context the facts table knows): a function other files may call could be called with L held.
+where the function's ways in are all known (registered in a context the facts table knows, or
+static with every caller in the file, whose own ways are known), or L is a static variable of the
+file that no other file can hold: a function other files may call could be called with L held.
 Accesses in functions of unknown ways in count as evidence only when they hold L.
 """
 
@@ -51,6 +52,7 @@ MIN_FUNCTIONS = 2    # functions those accesses are in, at least
 _FACTS = kfacts.table()["lock_consistency"]
 _LOCKLESS = re.compile(_FACTS["lockless"])
 _HEADS = {name: frozenset(positions) for name, positions in _FACTS["heads"].items()}
+_WALKS = frozenset(_FACTS["walks"])
 _SAME_OBJECT = {kind: group[0] for group in _FACTS["same_object"] for kind in group}
 _OBJECT_KINDS = frozenset(op.kind for op in kfacts.lock_ops().values() if op.key == "object")
 _UNPUBLISHED = frozenset(_FACTS["unpublished"])
@@ -69,6 +71,8 @@ class Access:
     kind: str                 # read | write | address | structure (a list or queue primitive's)
     call: str                 # for address and structure: the call it is passed to
     held: frozenset[str]      # named locks held on every path reaching it (by _identity)
+    paths: tuple[frozenset[str], ...]   # per path reaching it: the named locks held, and READER
+                                        # when an RCU reader or BH/preemption-off section is too
     spelled: dict[str, str]   # identity -> the key of the lock as held here
     known: bool               # every way into the function is known
 
@@ -99,13 +103,20 @@ def _verdicts(model: FileModel) -> list[Verdict]:
             continue
         judged: set[str] = set()
         for access in sorted(accesses, key=lambda a: a.node.start_byte):
-            if access.kind != "structure" or not access.known or access.function in judged:
+            if access.kind != "structure" or access.function in judged:
                 continue
             # the other functions' accesses: a function's own repeated accesses are one judgement
             others = [a for a in accesses if a.function != access.function and (a.known or a.held)]
             lock, holding = _majority(others)
-            if lock is None or lock in access.held or len(holding) < MIN_OTHERS or \
-                    len(holding) < MIN_SHARE * len(others):
+            if lock is None or len(holding) < MIN_OTHERS or len(holding) < MIN_SHARE * len(others) or \
+                    not (access.known or _file_static(model, lock)):
+                continue
+            # another lock the others hold as often may be what protects the field (the majority
+            # may be one held beside it): holding one of them, or (a walk) being in a read-side
+            # section that writers freeing by RCU allow, covers a path
+            alternatives = _shared_locks(others) | {lock}
+            walk = access.call in _WALKS
+            if all(path & alternatives or (walk and READER in path) for path in access.paths):
                 continue
             functions = {a.function for a in holding}
             if len(functions) < MIN_FUNCTIONS or _unlocked_only_before_publication(model, results, access, lock):
@@ -116,6 +127,23 @@ def _verdicts(model: FileModel) -> list[Verdict]:
             found.append(Verdict(access, lock, lock if ":" in spelling else spelling, len(holding), len(others),
                                  len(functions), tuple(sites)))
     return found
+
+
+def _file_static(model: FileModel, lock: str) -> bool:
+    """The lock is a static variable of this file (`static DEFINE_SPINLOCK(mfc_unres_lock)`): no
+    other file can hold it, so callers elsewhere, unknown as they are, do not hold it either."""
+    declared = re.compile(rb"\bstatic\s+(?:DEFINE_\w*(?:LOCK|MUTEX|SEM)\w*\s*\(\s*|[\w\s]*?\b(?:spinlock_t|rwlock_t|"
+                          rb"struct\s+mutex|struct\s+rw_semaphore)\s+)" + re.escape(lock.encode()) + rb"\b")
+    return "." not in lock and " " not in lock and declared.search(model.source) is not None
+
+
+def _shared_locks(accesses: list[Access]) -> set[str]:
+    """The locks the belief would name as well: held by MIN_SHARE of the accesses."""
+    counts: dict[str, int] = {}
+    for access in accesses:
+        for lock in access.held:
+            counts[lock] = counts.get(lock, 0) + 1
+    return {lock for lock, count in counts.items() if count >= MIN_SHARE * len(accesses)}
 
 
 def _majority(accesses: list[Access]) -> tuple[str | None, list[Access]]:
@@ -186,7 +214,8 @@ def _accesses(model: FileModel) -> tuple[list[Access], dict[str, summaries.Summa
                 continue   # unreachable
             keys = frozenset.intersection(*(locks.held(state) for state in states))
             spelled = {_identity(k): k for k in sorted(keys, reverse=True) if _named_lock(k)}
-            accesses.append(Access(name, key, node, kind, call, frozenset(spelled), spelled, known))
+            paths = tuple(sorted({_path_locks(state) for state in states}, key=sorted))
+            accesses.append(Access(name, key, node, kind, call, frozenset(spelled), paths, spelled, known))
     return accesses, results
 
 
@@ -212,24 +241,41 @@ def _precondition(model: FileModel, function: Function) -> frozenset:
     return frozenset({("held", k) for k in keys} | {("caller", k) for k in keys})
 
 
-def _known_ways(model: FileModel, name: str) -> bool:
-    """Every way into the function is known: registrations whose context the facts table gives, or
-    (with none) in-file callers only."""
+def _known_ways(model: FileModel, name: str, seen: frozenset[str] = frozenset()) -> bool:
+    """Every way into the function is known: registrations whose context the facts table gives,
+    or (with none) in-file callers only, whose own ways are known (a static helper of a function
+    other files call inherits that function's unknown entry)."""
     ways = calling.registered_ways(model, name)
     if ways:
         return all(way.context is not None for way in ways)
-    return bool(model.callers.get(name)) and not model.has_unknown_callers(name)
+    callers = model.callers.get(name)
+    if not callers or model.has_unknown_callers(name):
+        return False
+    return all(call.function and (call.function in seen or
+                                  _known_ways(model, call.function, seen | {name})) for call in callers)
 
 
 def _identity(key: str) -> str:
     """One name for a lock however it is reached: an object lock by its kind (see the facts
-    table's same_object), a lock in a field by its last two components (`work->sp->router.lock`
-    and `sp->router.lock` are "router.lock"; the root's type stays when there are only two)."""
+    table's same_object), a lock in a field by the field's name (`work->sp->router->lock`,
+    `router->lock` and `r->lock` of a `struct mlxsw_sp_router *r` are one lock to the belief:
+    paths through other roots and types name it differently, and a lock wrongly taken for
+    another only silences a verdict)."""
     kind, colon, _ = key.partition(":")
     if colon and kind in _OBJECT_KINDS:
         return f"{_SAME_OBJECT.get(kind, kind)} lock"
-    parts = key.split(".")
-    return ".".join(parts[-2:]) if len(parts) > 2 else key
+    return key.rsplit(".", 1)[-1]
+
+
+READER = "(reader)"   # in Access.paths: an RCU reader, or BH, preemption or interrupts off
+
+
+def _path_locks(state: frozenset) -> frozenset[str]:
+    held = locks.held(state)
+    found = {_identity(key) for key in held if _named_lock(key)}
+    if any(not _named_lock(key) for key in held):
+        found.add(READER)
+    return frozenset(found)
 
 
 def _named_lock(key: str) -> bool:
@@ -256,8 +302,8 @@ def _spot(model: FileModel, function: Function):
         if not _PATH.match(text.replace(" ", "").replace("\n", "").replace("\t", "")):
             continue
         root = re.match(r"[A-Za-z_]\w*", text).group(0)
-        if root not in function.types or root in fresh:
-            continue
+        if root not in function.types or root in fresh or text[len(root):].lstrip().startswith("."):
+            continue   # untyped, just allocated, or a struct on the stack (`hook.list`): not shared
         kind, call, position = _use(model, node)
         if call and (_LOCKLESS.match(call) or kfacts.lock_op(call) is not None):
             continue
