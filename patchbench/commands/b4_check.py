@@ -36,6 +36,10 @@ def b4_line(terse_line: str, blocks) -> str:
     return _SEVERITY.sub(label, terse_line, count=1)
 
 
+def _never(severity: str) -> bool:
+    return False
+
+
 def run(args) -> int:
     from patchbench import presend
 
@@ -49,6 +53,6 @@ def run(args) -> int:
             return 2
         print(f"patchbench: not checked: {exc}")
         return 0
-    for line in verdict.terse_lines():
-        print(b4_line(line, settings.blocks))
+    for line, may_block in verdict.terse_lines():
+        print(b4_line(line, settings.blocks if may_block else _never))
     return 1 if verdict.refused else 0

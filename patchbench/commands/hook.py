@@ -139,7 +139,7 @@ def sendemail_validate(args) -> int:
     if source is None:
         return 0        # not the last file of the send: the series is checked at the last one
     try:
-        return _judge(repo, str(source))
+        return _judge(repo, str(source), beside=Path(args.file).resolve().parent)
     finally:
         if counted:
             shutil.rmtree(source, ignore_errors=True)
@@ -157,7 +157,8 @@ def not_checked(reason: str, repo: Path) -> int:
     return 0
 
 
-def _judge(repo: Path, source: str) -> int:
+def _judge(repo: Path, source: str, beside: Path) -> int:
+    """Check the outgoing mail(s) at `source`; `beside`: where the send's other files are."""
     if outgoing.is_cover_letter(source):
         return 0          # nothing to check in it (a collected send's directory never is one)
     from patchbench import presend
@@ -165,12 +166,16 @@ def _judge(repo: Path, source: str) -> int:
     try:
         settings = presend.read_settings(repo)
         series = presend.load_outgoing(source)
-        verdict = presend.check_outgoing(repo, series, settings,
+        verdict = presend.check_outgoing(repo, series, settings, beside=beside,
                                          progress=lambda line: print(line, file=sys.stderr, flush=True))
     except presend.NotChecked as exc:
         return not_checked(str(exc), repo)
-    for line in verdict.terse_lines():
+    for line, _ in verdict.terse_lines():
         print(line)
+    stack = verdict.stack
+    if stack.missing:
+        print(f"patchbench: {stack.without()} (not in HEAD's last {presend.HISTORY_SEARCHED} commits, not among "
+              f"the files beside it): findings they may resolve do not block", file=sys.stderr)
     patches = ", ".join(f"{n}/{series.total}" for n in sorted({f.patch for f in verdict.blocking}
                                                               | {j.patch for j in verdict.blocking_jobs}))
     checked = f"{len(verdict.applied.applied)} patch{'es' * (len(verdict.applied.applied) != 1)}"
@@ -182,6 +187,7 @@ def _judge(repo: Path, source: str) -> int:
         return 1
     noted = f" ({len(verdict.findings)} non-blocking finding{'s' * (len(verdict.findings) != 1)} above)" \
         if verdict.findings else ""
-    print(f"patchbench: {checked} checked on {verdict.applied.base[:12]} ({verdict.base_reason}): "
+    on_top = f" {stack.on_top()}," if stack.earlier else ""
+    print(f"patchbench: {checked} checked{on_top} on {verdict.applied.base[:12]} ({verdict.base_reason}): "
           f"nothing blocks the send{noted}", file=sys.stderr)
     return 0
