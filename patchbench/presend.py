@@ -2,8 +2,9 @@
 
 Used by `patchbench hook sendemail-validate` (git send-email's hook) and `patchbench b4-check`
 (b4's per-patch check command). The outgoing mails go through the pipeline like any series: read
-(series stage), applied in isolation onto a base chosen for a send (tree stage), checked (checks
-stage) and, when configured, their touched objects built (dispatch stage). The verdict blocks on
+(series stage), applied in isolation onto a base chosen for a send, on top of the patches before
+them when those can be found (tree stage), checked (checks stage) and, when configured, their
+touched objects built (dispatch stage). The verdict blocks on
 new findings of the blocking severity; everything that keeps us from judging (not a patch, not a
 kernel tree, does not apply, too slow) is `NotChecked`, which the commands report in one line
 and which blocks only under `patchbench.presend.strict`.
@@ -231,6 +232,9 @@ class Stack:
     outgoing: frozenset[int]       # indexes of the patches being sent
     earlier: str = ""              # where the patches before them come from; "" when none is needed
     missing: tuple[int, ...] = ()  # patches before them that were not found: applied without them
+    # the commit below patch 1, whose call index the checks read (as for the whole series): not a
+    # new index for the tree under each patch
+    indexed: str = ""
 
     def on_top(self) -> str:
         """"on top of patches 1-2 of 3 from HEAD's commits", or "" when no patch comes before."""
@@ -260,7 +264,8 @@ def stack_outgoing(git: Git, series: Series, beside: Path | None) -> Stack:
         return Stack(series, *choose_base(git, series), outgoing)
     earlier = tuple(range(1, first))
     if found := _made_from(git, series):
-        return Stack(series, *found, outgoing, earlier="HEAD's commits")
+        below_first = git.commit_exists(f"{found[0]}~{first - 1}") or found[0]
+        return Stack(series, *found, outgoing, earlier="HEAD's commits", indexed=below_first)
     sent = _sent_with(beside, series) if beside else None
     if sent is not None:
         stacked = replace(sent, patches=[p for p in sent.patches if p.index < first] + series.patches, missing=[])
@@ -396,7 +401,7 @@ def _check(repo: Path, series: Series, settings: Settings, progress: Progress, b
         # the earlier patches are judged when they are sent: only the outgoing ones here
         judged = replace(applied, applied=[p for p in applied.applied if p.index in stack.outgoing])
         progress.step(f"checking {len(judged.applied)} of {count}")
-        findings = [f for f in check_applied(judged).findings
+        findings = [f for f in check_applied(replace(judged, base=stack.indexed or base)).findings
                     if settings.rules is None or f.rule in settings.rules]
         jobs = []
         if settings.build:
