@@ -4,8 +4,10 @@ b4 pipes one patch mail to it, from the top of the work tree, and reads its outp
 reads `checkpatch.pl --terse`: every stdout line is a finding, a failure when it contains
 `ERROR:`, a warning otherwise; every stderr line is a failure; no output at all is a pass.
 So findings that block (git config patchbench.presend.block) print as `file:line: ERROR: rule:
-message`, the others as WARNING (CHECK for notes); our own failure to check prints one
-stdout line without `ERROR:` (a warning), or one stderr line under patchbench.presend.strict.
+message`, the others as WARNING (CHECK for notes), as do those that the patches before this
+one may resolve when HEAD does not hold them (b4 pipes the patch alone); our own failure to check
+prints one stdout line without `ERROR:` (a warning), or one stderr line under
+patchbench.presend.strict.
 There is no progress line: b4 would count it as a failure.
 """
 

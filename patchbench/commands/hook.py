@@ -7,7 +7,8 @@ looks for it: `core.hooksPath` when set). A hook that was there is kept, renamed
 
 git send-email runs the hook once per outgoing file. Since git 2.41 it also says which file of how
 many (GIT_SENDEMAIL_FILE_COUNTER/_TOTAL): the files are then kept under the git directory and the
-series is checked once, at the last one. Without the counters each patch is checked alone.
+series is checked once, at the last one. Without the counters each patch is checked at its own
+file, on top of the patches before it (from HEAD's commits, else the send's other files beside it).
 A refused send prints the findings (terse format) and how to send anyway (--no-validate).
 """
 
