@@ -88,7 +88,9 @@ def main() -> None:
         git(work, "clone", "-q", "--shared", "--no-checkout", str(kernel), str(repo))
         base = git(repo, "rev-parse", TAG)
         git(repo, "update-ref", "refs/heads/bench-base", base)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        # as installed: bytecode cached (compiling patchbench's sources in every hook process costs more
+        # than its check of a patch)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k != "PYTHONDONTWRITEBYTECODE"}
         env.update(PYTHONPATH=str(ROOT), PATCHBENCH_CACHE=str(work / "cache"), GIT_DIR=str(repo / ".git"),
                    GIT_AUTHOR_NAME="Ada Series", GIT_AUTHOR_EMAIL="ada@example.org",
                    GIT_COMMITTER_NAME="Ada Series", GIT_COMMITTER_EMAIL="ada@example.org")
