@@ -143,6 +143,21 @@ class Verdict:
     def refused(self) -> bool:
         return bool(self.blocking or self.blocking_jobs)
 
+    def only(self, indexes: set[int]) -> Verdict:
+        """The verdict on the patches `indexes` alone, of a check that judged more (the send's
+        later files, ahead of their own hook runs)."""
+        def of(items: list) -> list:
+            return [item for item in items if item.patch in indexes]
+
+        first = min(indexes)
+        earlier = self.stack.earlier
+        if first > min(self.stack.outgoing):     # the patches checked before it came from the files
+            earlier = SEND_FILES_SOURCE if earlier in ("", SEND_FILES_SOURCE) else f"{earlier} and {SEND_FILES_SOURCE}"
+        stack = replace(self.stack, outgoing=frozenset(indexes), earlier=earlier)
+        applied = replace(self.applied, applied=[p for p in self.applied.applied if p.index in indexes])
+        return Verdict(applied, self.base_reason, of(self.findings), of(self.blocking), of(self.jobs),
+                       of(self.blocking_jobs), stack, of(self.unsure))
+
     def terse_lines(self) -> list[tuple[str, bool]]:
         """(line, whether its severity may block) for the findings, then the build's new diagnostics,
         in the terse format; a finding that the missing earlier patches may resolve says so and never blocks."""
@@ -253,25 +268,34 @@ def _patches(indexes: tuple[int, ...], total: int) -> str:
     return f"patches {indexes[0]}-{indexes[-1]} of {total}"
 
 
-def stack_outgoing(git: Git, series: Series, beside: Path | None) -> Stack:
+SEND_FILES_SOURCE = "the send's files"
+
+
+def stack_outgoing(git: Git, series: Series, beside: Path | None, ahead: bool = False) -> Stack:
     """Patch k is judged on top of patches 1..k-1: from HEAD's commits when the outgoing patch was
     made there (onto the parent of its commit); else from the other files of the same send, in the
     directory `beside` (git send-email < 2.41 validates one file at a time), applied first; else
-    nothing is applied under it, and `missing` names them."""
-    outgoing = frozenset(p.index for p in series.patches)
-    first = series.patches[0].index
-    if first == 1:
-        return Stack(series, *choose_base(git, series), outgoing)
-    earlier = tuple(range(1, first))
+    nothing is applied under it, and `missing` names them. `ahead`: the patches after the outgoing
+    ones among the send's files are judged too (their own hook runs replay the outcome)."""
+    first, last = series.patches[0].index, series.patches[-1].index
+    sent = _sent_with(beside, series) if beside and (first > 1 or ahead) else None
+    later = [p for p in sent.patches if p.index > last] if sent and ahead else []
+    judged = frozenset(p.index for p in series.patches + later)
+    if first == 1:   # the send's cover letter may name the base
+        stacked = replace(sent, patches=series.patches + later, missing=[]) if sent else series
+        return Stack(stacked, *choose_base(git, stacked), judged)
     if found := _made_from(git, series):
         below_first = git.commit_exists(f"{found[0]}~{first - 1}") or found[0]
-        return Stack(series, *found, outgoing, earlier="HEAD's commits", indexed=below_first)
-    sent = _sent_with(beside, series) if beside else None
+        return Stack(_followed(series, later), *found, judged, earlier="HEAD's commits", indexed=below_first)
     if sent is not None:
-        stacked = replace(sent, patches=[p for p in sent.patches if p.index < first] + series.patches, missing=[])
-        return Stack(stacked, *choose_base(git, stacked), outgoing,
-                     earlier=f"the files sent with {_patches(tuple(sorted(outgoing)), series.total)}")
-    return Stack(series, *(_target_merge_base(git, series) or _head(git)), outgoing, missing=earlier)
+        stacked = replace(sent, patches=[p for p in sent.patches if p.index < first] + series.patches + later,
+                          missing=[])
+        return Stack(stacked, *choose_base(git, stacked), judged, earlier=SEND_FILES_SOURCE)
+    return Stack(series, *(_target_merge_base(git, series) or _head(git)), judged, missing=tuple(range(1, first)))
+
+
+def _followed(series: Series, later: list) -> Series:
+    return replace(series, patches=series.patches + later) if later else series
 
 
 def _sent_with(directory: Path, series: Series) -> Series | None:
@@ -364,26 +388,29 @@ def load_outgoing(source: str) -> Series:
 
 
 def check_outgoing(repo: Path, series: Series, settings: Settings,
-                   progress: Callable[[str], None] | None = None, beside: Path | None = None) -> Verdict:
+                   progress: Callable[[str], None] | None = None, beside: Path | None = None,
+                   ahead: bool = False) -> Verdict:
     """Apply `series` in isolation to `repo` on top of the patches before it (`stack_outgoing`;
-    `beside`: the directory of the outgoing file, where the send's other files are), check it (and
-    build it when configured), and judge it by `settings`. Raises NotChecked when it cannot be judged."""
+    `beside`: the directory of the outgoing file, where the send's other files are; `ahead`: judge
+    the send's later files too), check it (and build it when configured), and judge it by
+    `settings`. Raises NotChecked when it cannot be judged."""
     shown = Progress(progress)
     try:
         with time_limit(settings.timeout):
-            return _check(repo, series, settings, shown, beside)
+            return _check(repo, series, settings, shown, beside, ahead)
     except (BadInput, GitFailed) as exc:
         raise NotChecked(str(exc)) from None
     finally:
         shown.stop()
 
 
-def _check(repo: Path, series: Series, settings: Settings, progress: Progress, beside: Path | None) -> Verdict:
+def _check(repo: Path, series: Series, settings: Settings, progress: Progress, beside: Path | None,
+           ahead: bool) -> Verdict:
     from patchbench.checks.run.series import check_applied
     from patchbench.tree import apply_series, series_ref
 
     git = Git(open_repository(repo))
-    stack = stack_outgoing(git, series, beside)
+    stack = stack_outgoing(git, series, beside, ahead)
     base, reason = stack.base, stack.base_reason
     _require_kernel_tree(git, base, repo)
     count = f"{len(stack.series.patches)} patch{'es' * (len(stack.series.patches) != 1)}"
@@ -392,14 +419,15 @@ def _check(repo: Path, series: Series, settings: Settings, progress: Progress, b
     kept = git.commit_exists(ref)           # ... but a `patchbench apply` of the user's made it first
     try:
         applied = apply_series(stack.series, repo, base)
-        if applied.failed:
-            failed = applied.failed
+        failed = applied.failed
+        if failed and failed.index <= series.patches[-1].index:   # a later file's failure is its own
             where = f" ({failed.file})" if failed.file else ""
             without = f"; {stack.without()}" if stack.missing else ""
             raise NotChecked(f"patch {failed.index} does not apply to {base[:12]} ({reason}){where}: "
                              f"{failed.reason}{without}")
         # the earlier patches are judged when they are sent: only the outgoing ones here
-        judged = replace(applied, applied=[p for p in applied.applied if p.index in stack.outgoing])
+        judged = replace(applied, applied=[p for p in applied.applied if p.index in stack.outgoing], failed=None)
+        stack = replace(stack, outgoing=frozenset(p.index for p in judged.applied))
         progress.step(f"checking {len(judged.applied)} of {count}")
         findings = [f for f in check_applied(replace(judged, base=stack.indexed or base)).findings
                     if settings.rules is None or f.rule in settings.rules]
