@@ -6,10 +6,11 @@ HEAD is on, as when sending from one's branch. Each figure is whole processes, a
   - counted: one hook process per file (cover letter + patches) with git >= 2.41's
     GIT_SENDEMAIL_FILE_COUNTER/_TOTAL; the series is checked once, at the last file.
     Cold (empty facts cache) and warm.
-  - per patch: the same files without the counters (git < 2.41, as Debian 12's git 2.39): each
-    patch checked on top of the ones before it, from HEAD's commits, warm.
-  - per patch, files only: the same, HEAD moved back to the base (the files made earlier): the
-    patches before each come from the send's other files, applied under it, warm.
+  - per patch: the same files without the counters (git < 2.41, as Debian 12's git 2.39), one
+    hook process each as git runs them (one parent: one send): the first patch's run judges the
+    later files too, on top of the ones before each, and theirs replay its outcome; warm.
+  - per patch, files only: the same, HEAD moved back to the base (the files made earlier, the
+    commits on no branch HEAD is on), warm.
   - git send-email --dry-run of the series with the hook installed minus without it: the hook's
     time inside the real tool (per-patch or counted, whichever this git does), warm.
 Targets (issue 10): 3 patches under 2 s warm, 15 patches under 5 s. Each line says how wall time
