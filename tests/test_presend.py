@@ -213,8 +213,8 @@ def test_send_email_judges_each_patch_on_top_of_the_ones_before_it(home, clone, 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "queue-stop-unmatched" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     assert [re.sub(r"\].*", "]", s) for s in subjects(smtp)][-3:] == ["[PATCH 1/3]", "[PATCH 2/3]", "[PATCH 3/3]"]
-    earlier = "HEAD's commits" if where == "head" else "the files sent with patch 3/3"
-    assert f"1 patch checked on top of patches 1-2 of 3 from {earlier}" in proc.stderr, proc.stderr
+    # patch 1's check judged the send's later files too; theirs gave its outcome back
+    assert "1 patch checked on top of patches 1-2 of 3 from the send's files" in proc.stderr, proc.stderr
     assert RepoState.of(repo) == before and left_behind(repo) == []
 
 
@@ -266,6 +266,14 @@ def test_a_patch_whose_earlier_patches_are_nowhere_is_judged_alone_and_says_what
     assert patchbench(home, repo, "b4-check", stdin=good[3].read_text()).returncode == 0
 
 
+def test_a_patch_alone_goes_on_top_of_heads_commits(home, clone, tmp_path):
+    repo, base = clone
+    files = mails(repo, base, on_branch(repo, base, STACKED, "ring"), tmp_path / "out")
+    proc = patchbench(home, repo, "hook", "sendemail-validate", str(alone(files, 3, tmp_path / "3")))
+    assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr
+    assert "1 patch checked on top of patches 1-2 of 3 from HEAD's commits" in proc.stderr, proc.stderr
+
+
 def test_the_earlier_patches_come_from_the_same_version_of_the_series(home, clone, tmp_path):
     """v1 and v2 files side by side: patch 3 of v2 goes on top of v2's patches 1 and 2 (on top of
     v1's, whose patch 2 made the same stop, it would not apply)."""
@@ -275,7 +283,7 @@ def test_the_earlier_patches_come_from_the_same_version_of_the_series(home, clon
     v2 = format_patch(repo, base, commit_series(repo, base, STACKED), out, "-v2")
     proc = patchbench(home, repo, "hook", "sendemail-validate", str(v2[3]))
     assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr
-    assert "1 patch checked on top of patches 1-2 of 3 from the files sent with patch 3/3" in proc.stderr
+    assert "1 patch checked on top of patches 1-2 of 3 from the send's files" in proc.stderr
 
 
 def unappliable(repo: Path, base: str, out: Path) -> Path:
