@@ -5,14 +5,21 @@ with GIT_SENDEMAIL_FILE_COUNTER and GIT_SENDEMAIL_FILE_TOTAL. The files are copi
 `<git dir>/patchbench/presend/<send>/`, where <send> names the git send-email process (pid and
 start time, from /proc). Only the standard library here: every file but the last costs a process
 start and this, nothing more.
+
+Older git says nothing of the other files: the first patch file's check judges the patches of the
+send after it too (the files beside it) and records each one's outcome in the same directory,
+keyed by the file's bytes; their own hook runs give it back (`replay`) for the same cost.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from patchbench.errors import BadInput
@@ -78,6 +85,52 @@ def _remove_stale(root: Path) -> None:
                 shutil.rmtree(old, ignore_errors=True)
         except OSError:
             pass   # another send removed it
+
+
+def _send_dir(repo: Path) -> Path:
+    return git_dir(repo) / "patchbench" / "presend" / send_key()
+
+
+def _record_name(mail: Path) -> str:
+    return hashlib.sha256(mail.read_bytes()).hexdigest() + ".outcome"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one hook run says about its file: exit code, stdout, stderr."""
+    code: int
+    out: str
+    err: str
+
+
+def record(repo: Path, outcomes: dict[Path, Outcome]) -> None:
+    """Keep the outcomes of later files of this send for their own hook runs (best effort: a file
+    whose outcome could not be kept is checked again when its turn comes)."""
+    store = _send_dir(repo)
+    _remove_stale(store.parent)
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+        for mail, outcome in outcomes.items():
+            partial = store / f".{os.getpid()}.tmp"
+            partial.write_text(json.dumps([outcome.code, outcome.out, outcome.err]))
+            partial.replace(store / _record_name(mail))
+    except OSError:
+        pass
+
+
+def replay(repo: Path, mail: Path) -> Outcome | None:
+    """The outcome an earlier hook run of this send recorded for `mail`, removed as it is given;
+    after a refusal (git send-email stops there) or the send's last record, nothing is kept."""
+    try:
+        store = _send_dir(repo)
+        kept = store / _record_name(mail)
+        code, out, err = json.loads(kept.read_text())
+        kept.unlink()
+    except (OSError, ValueError, BadInput):
+        return None
+    if code != 0 or not any(store.glob("*.outcome")):
+        shutil.rmtree(store, ignore_errors=True)
+    return Outcome(code, out, err)
 
 
 def collect(repo: Path, mail: Path, counter: int, total: int) -> Path | None:

@@ -25,7 +25,7 @@ from patchbench import presend
 from tests.conftest import missing
 from tests.support.git_series import RepoState, commit_files, format_patch, git
 from tests.support.kernel import TAG
-from tests.support.ring_series import (TAP_HELPER, TAP_HELPER_NO_LOCK, TUN, TUN_HELPER, WAKE_PATCH,
+from tests.support.ring_series import (STOP_PATCH, TAP_HELPER, TAP_HELPER_NO_LOCK, TUN, TUN_HELPER, WAKE_PATCH,
                                        commit_series, tap_patch, tun_patch)
 
 pytestmark = pytest.mark.kernel
@@ -34,6 +34,10 @@ ROOT = Path(__file__).resolve().parents[1]
 BAD = [tun_patch(TUN_HELPER), tap_patch(TAP_HELPER_NO_LOCK), WAKE_PATCH]
 GOOD = [tun_patch(TUN_HELPER), tap_patch(TAP_HELPER), WAKE_PATCH]
 FINDING = re.compile(r"^drivers/net/tap\.c:\d+: error: ptr-ring-consume-unlocked: __ptr_ring_consume", re.M)
+# Patch 3 stops tun's tx queue, which patch 2's consume helper wakes: right only on top of patch 2.
+STACKED = [tun_patch(TUN_HELPER), WAKE_PATCH, STOP_PATCH]
+STOP_FIRST = [tun_patch(TUN_HELPER), STOP_PATCH, WAKE_PATCH]     # patch 2 stops what nothing wakes yet
+UNMATCHED = re.compile(r"^drivers/net/tun\.c:\d+: error: queue-stop-unmatched: netif_tx_stop_queue", re.M)
 SENDER = "Ada Series <ada@example.org>"
 
 
@@ -182,6 +186,104 @@ def test_send_email_no_validate_sends_the_refused_series(home, clone, smtp, tmp_
     proc, _, _ = send_with_gate(home, clone, BAD, smtp, tmp_path / "out", "--no-validate")
     assert proc.returncode == 0, proc.stderr
     assert len(smtp.messages) == 4
+
+
+def send_from(where: str, home: Path, clone, patches, smtp: Inbox, out: Path):
+    """The series sent by git send-email with the gate installed, from a checkout whose HEAD holds
+    its commits ("head"), or not: its files made earlier, HEAD back on the base ("files"), or
+    a revision range of another branch that git send-email formats itself ("range").
+    (git send-email's result, the repository, its state before the send)."""
+    repo, base = clone
+    tip = on_branch(repo, base, patches, "ring")
+    files = mails(repo, base, tip, out)
+    if where != "head":
+        git(repo, "update-ref", "refs/heads/master", base)
+        git(repo, "symbolic-ref", "HEAD", "refs/heads/master")
+    install(home, repo)
+    before = RepoState.of(repo)
+    sent = [f"{base}..ring"] if where == "range" else files    # no cover letter: its template is refused
+    return send_email(home, repo, sent, smtp), repo, before
+
+
+@pytest.mark.parametrize("where", ["head", "files", "range"])
+def test_send_email_judges_each_patch_on_top_of_the_ones_before_it(home, clone, smtp, tmp_path, where):
+    """git 2.39 validates one file at a time: patch 3's stop is judged with patch 2's wake applied
+    under it, whether the commits are on HEAD or only the send's other files have them."""
+    proc, repo, before = send_from(where, home, clone, STACKED, smtp, tmp_path / "out")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "queue-stop-unmatched" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert [re.sub(r"\].*", "]", s) for s in subjects(smtp)][-3:] == ["[PATCH 1/3]", "[PATCH 2/3]", "[PATCH 3/3]"]
+    # patch 1's check judged the send's later files too; theirs gave its outcome back
+    assert "1 patch checked on top of patches 1-2 of 3 from the send's files" in proc.stderr, proc.stderr
+    assert RepoState.of(repo) == before and left_behind(repo) == []
+
+
+@pytest.mark.parametrize("where", ["head", "files", "range"])
+@pytest.mark.parametrize("patches,refused,finding", [
+    (STOP_FIRST, "patch 2/3", UNMATCHED),      # the stop lands one patch before its wake
+    (BAD, "patch 2/3", FINDING),               # the unlocked consume, on top of patch 1
+])
+def test_send_email_refuses_a_buggy_patch_with_or_without_its_commits_on_head(home, clone, smtp, tmp_path, where,
+                                                                              patches, refused, finding):
+    proc, repo, before = send_from(where, home, clone, patches, smtp, tmp_path / "out")
+    assert proc.returncode != 0
+    output = proc.stdout + proc.stderr
+    assert len(finding.findall(output)) == 1, output       # git send-email stops at the refused file
+    assert "send refused" in output and refused in output and "no patches were sent" in output
+    assert smtp.messages == []
+    assert RepoState.of(repo) == before and left_behind(repo) == []
+
+
+def alone(files: list[Path], index: int, out: Path) -> Path:
+    """Patch `index`'s file copied into a directory of its own: the patches before it are nowhere."""
+    out.mkdir()
+    return Path(shutil.copy(files[index], out))
+
+
+def test_a_patch_whose_earlier_patches_are_nowhere_is_judged_alone_and_says_what_does_not_block(home, clone, tmp_path):
+    """Neither on HEAD nor beside it: patch 3's unmatched stop (patch 2's wake may match it) is a
+    warning that says why, and the send goes ahead; patch 2 of the broken series is still refused
+    for its own unlocked consume, which no earlier patch can lock."""
+    repo, base = clone
+    good = mails(repo, base, commit_series(repo, base, STACKED), tmp_path / "good")
+    bad = mails(repo, base, commit_series(repo, base, BAD), tmp_path / "bad")
+    proc = patchbench(home, repo, "hook", "sendemail-validate", str(alone(good, 3, tmp_path / "good-3")))
+    assert proc.returncode == 0, proc.stderr
+    (line,) = proc.stdout.splitlines()
+    assert re.match(r"^drivers/net/tun\.c:\d+: warning: queue-stop-unmatched: netif_tx_stop_queue", line), line
+    assert line.endswith("(checked without patches 1-2 of 3, which may resolve it: not blocking)")
+    assert "patchbench: checked without patches 1-2 of 3 (not in HEAD's last 200 commits, not among the files " \
+           "beside it): findings they may resolve do not block" in proc.stderr
+    assert "nothing blocks the send (1 non-blocking finding above)" in proc.stderr
+    proc = patchbench(home, repo, "hook", "sendemail-validate", str(alone(bad, 2, tmp_path / "bad-2")))
+    assert proc.returncode == 1 and FINDING.search(proc.stdout) and "send refused" in proc.stderr
+    # b4 am --check pipes each patch alone: the same verdict, in b4's words
+    b4_good = patchbench(home, repo, "b4-check", stdin=good[3].read_text())
+    assert b4_good.returncode == 0 and b4_good.stderr == ""
+    (line,) = b4_good.stdout.splitlines()
+    assert re.match(r"^drivers/net/tun\.c:\d+: WARNING: queue-stop-unmatched: .*: not blocking\)$", line), line
+    git(repo, "config", "patchbench.presend.block", "warning")     # still not blocking
+    assert patchbench(home, repo, "b4-check", stdin=good[3].read_text()).returncode == 0
+
+
+def test_a_patch_alone_goes_on_top_of_heads_commits(home, clone, tmp_path):
+    repo, base = clone
+    files = mails(repo, base, on_branch(repo, base, STACKED, "ring"), tmp_path / "out")
+    proc = patchbench(home, repo, "hook", "sendemail-validate", str(alone(files, 3, tmp_path / "3")))
+    assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr
+    assert "1 patch checked on top of patches 1-2 of 3 from HEAD's commits" in proc.stderr, proc.stderr
+
+
+def test_the_earlier_patches_come_from_the_same_version_of_the_series(home, clone, tmp_path):
+    """v1 and v2 files side by side: patch 3 of v2 goes on top of v2's patches 1 and 2 (on top of
+    v1's, whose patch 2 made the same stop, it would not apply)."""
+    repo, base = clone
+    out = tmp_path / "out"
+    format_patch(repo, base, commit_series(repo, base, STOP_FIRST), out, "-v1")
+    v2 = format_patch(repo, base, commit_series(repo, base, STACKED), out, "-v2")
+    proc = patchbench(home, repo, "hook", "sendemail-validate", str(v2[3]))
+    assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr
+    assert "1 patch checked on top of patches 1-2 of 3 from the send's files" in proc.stderr
 
 
 def unappliable(repo: Path, base: str, out: Path) -> Path:

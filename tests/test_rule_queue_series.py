@@ -9,16 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.ring_series import TUN, TUN_HELPER, WAKE_PATCH, tun_patch
+from tests.support.ring_series import STOP_PATCH, TUN, TUN_HELPER, WAKE_PATCH, tun_patch
 
-PRODUCE = "\tif (ptr_ring_produce(&tfile->tx_ring, skb)) {\n"
-STOP_WITH_RECHECK = ("\tif (ptr_ring_full(&tfile->tx_ring)) {\n"
-                     "\t\tnetif_tx_stop_queue(netdev_get_tx_queue(dev, txq));\n"
-                     "\t\tsmp_mb__after_atomic();\n"
-                     "\t\tif (!ptr_ring_full(&tfile->tx_ring))\n"
-                     "\t\t\tnetif_tx_wake_queue(netdev_get_tx_queue(dev, txq));\n"
-                     "\t}\n")
-STOP_PATCH = (TUN, "tun: stop the subqueue when the tx ring is full", [(PRODUCE, STOP_WITH_RECHECK + PRODUCE)])
 # The consumer restarts the queue with a start instead of a wake.
 START_PATCH = (TUN, "tun: restart the subqueue when consuming made room",
                [(WAKE_PATCH[2][0][0], WAKE_PATCH[2][0][1].replace("netif_wake_subqueue", "netif_start_subqueue"))])

@@ -4,8 +4,10 @@ b4 pipes one patch mail to it, from the top of the work tree, and reads its outp
 reads `checkpatch.pl --terse`: every stdout line is a finding, a failure when it contains
 `ERROR:`, a warning otherwise; every stderr line is a failure; no output at all is a pass.
 So findings that block (git config patchbench.presend.block) print as `file:line: ERROR: rule:
-message`, the others as WARNING (CHECK for notes); our own failure to check prints one
-stdout line without `ERROR:` (a warning), or one stderr line under patchbench.presend.strict.
+message`, the others as WARNING (CHECK for notes), as do those that the patches before this
+one may resolve when HEAD does not hold them (b4 pipes the patch alone); our own failure to check
+prints one stdout line without `ERROR:` (a warning), or one stderr line under
+patchbench.presend.strict.
 There is no progress line: b4 would count it as a failure.
 """
 
@@ -36,6 +38,10 @@ def b4_line(terse_line: str, blocks) -> str:
     return _SEVERITY.sub(label, terse_line, count=1)
 
 
+def _never(severity: str) -> bool:
+    return False
+
+
 def run(args) -> int:
     from patchbench import presend
 
@@ -49,6 +55,6 @@ def run(args) -> int:
             return 2
         print(f"patchbench: not checked: {exc}")
         return 0
-    for line in verdict.terse_lines():
-        print(b4_line(line, settings.blocks))
+    for line, may_block in verdict.terse_lines():
+        print(b4_line(line, settings.blocks if may_block else _never))
     return 1 if verdict.refused else 0

@@ -7,7 +7,9 @@ looks for it: `core.hooksPath` when set). A hook that was there is kept, renamed
 
 git send-email runs the hook once per outgoing file. Since git 2.41 it also says which file of how
 many (GIT_SENDEMAIL_FILE_COUNTER/_TOTAL): the files are then kept under the git directory and the
-series is checked once, at the last one. Without the counters each patch is checked alone.
+series is checked once, at the last one. Without the counters each patch is judged on top of the
+patches before it (from HEAD's commits, else the send's other files beside it); the first file's
+check judges the later files beside it too and records their outcomes, which their runs replay.
 A refused send prints the findings (terse format) and how to send anyway (--no-validate).
 """
 
@@ -131,18 +133,27 @@ def uninstall(args) -> int:
 
 def sendemail_validate(args) -> int:
     repo = Path.cwd()   # git send-email runs its hooks at the top of the work tree
+    mail = Path(args.file)
     try:
         counted = outgoing.counters()
-        source = outgoing.collect(repo, Path(args.file), *counted) if counted else Path(args.file)
+        if not counted and (replayed := outgoing.replay(repo, mail)):
+            return _show(replayed)   # judged ahead, with an earlier file of this send
+        source = outgoing.collect(repo, mail, *counted) if counted else mail
     except BadInput as exc:
         return not_checked(str(exc), repo)
     if source is None:
         return 0        # not the last file of the send: the series is checked at the last one
     try:
-        return _judge(repo, str(source))
+        return _judge(repo, str(source), beside=mail.resolve().parent, ahead=not counted)
     finally:
         if counted:
             shutil.rmtree(source, ignore_errors=True)
+
+
+def _show(outcome: outgoing.Outcome) -> int:
+    print(outcome.out, end="")
+    print(outcome.err, end="", file=sys.stderr)
+    return outcome.code
 
 
 def not_checked(reason: str, repo: Path) -> int:
@@ -157,7 +168,9 @@ def not_checked(reason: str, repo: Path) -> int:
     return 0
 
 
-def _judge(repo: Path, source: str) -> int:
+def _judge(repo: Path, source: str, beside: Path, ahead: bool) -> int:
+    """Check the outgoing mail(s) at `source`; `beside`: where the send's other files are; `ahead`:
+    judge those after it too and record their outcomes for their own hook runs."""
     if outgoing.is_cover_letter(source):
         return 0          # nothing to check in it (a collected send's directory never is one)
     from patchbench import presend
@@ -165,23 +178,62 @@ def _judge(repo: Path, source: str) -> int:
     try:
         settings = presend.read_settings(repo)
         series = presend.load_outgoing(source)
-        verdict = presend.check_outgoing(repo, series, settings,
+        verdict = presend.check_outgoing(repo, series, settings, beside=beside, ahead=ahead,
                                          progress=lambda line: print(line, file=sys.stderr, flush=True))
     except presend.NotChecked as exc:
         return not_checked(str(exc), repo)
-    for line in verdict.terse_lines():
-        print(line)
-    patches = ", ".join(f"{n}/{series.total}" for n in sorted({f.patch for f in verdict.blocking}
-                                                              | {j.patch for j in verdict.blocking_jobs}))
+    own = {p.index for p in series.patches}
+    now = _outcome(verdict.only(own), settings, series.total)
+    later = sorted(verdict.stack.outgoing - own)
+    if later and now.code == 0:   # a refusal stops git send-email: no later file is validated
+        files = _files_of(beside, verdict.stack.series, later)
+        outgoing.record(repo, {files[n]: _outcome(verdict.only({n}), settings, series.total)
+                               for n in later if n in files})
+    return _show(now)
+
+
+def _outcome(verdict, settings, total: int) -> outgoing.Outcome:
+    """What the hook says of `verdict`: the findings (stdout), what was applied under them and
+    whether the send may go (stderr), and the exit code."""
+    from patchbench import presend
+
+    out = "".join(f"{line}\n" for line, _ in verdict.terse_lines())
+    err = []
+    stack = verdict.stack
+    if stack.missing:
+        err.append(f"patchbench: {stack.without()} (not in HEAD's last {presend.HISTORY_SEARCHED} commits, not "
+                   f"among the files beside it): findings they may resolve do not block")
+    patches = ", ".join(f"{n}/{total}" for n in sorted({f.patch for f in verdict.blocking}
+                                                       | {j.patch for j in verdict.blocking_jobs}))
     checked = f"{len(verdict.applied.applied)} patch{'es' * (len(verdict.applied.applied) != 1)}"
     if verdict.refused:
         what = (f"{len(verdict.blocking)} new finding{'s' * (len(verdict.blocking) != 1)}" if verdict.blocking
                 else "the build")
-        print(f"patchbench: send refused: {what} of severity {settings.block} or worse in patch {patches}; "
-              f"fix it, or send anyway with {BYPASS}", file=sys.stderr)
-        return 1
+        err.append(f"patchbench: send refused: {what} of severity {settings.block} or worse in patch {patches}; "
+                   f"fix it, or send anyway with {BYPASS}")
+        return outgoing.Outcome(1, out, "".join(f"{line}\n" for line in err))
     noted = f" ({len(verdict.findings)} non-blocking finding{'s' * (len(verdict.findings) != 1)} above)" \
         if verdict.findings else ""
-    print(f"patchbench: {checked} checked on {verdict.applied.base[:12]} ({verdict.base_reason}): "
-          f"nothing blocks the send{noted}", file=sys.stderr)
-    return 0
+    on_top = f" {stack.on_top()}," if stack.earlier else ""
+    err.append(f"patchbench: {checked} checked{on_top} on {verdict.applied.base[:12]} ({verdict.base_reason}): "
+               f"nothing blocks the send{noted}")
+    return outgoing.Outcome(0, out, "".join(f"{line}\n" for line in err))
+
+
+def _files_of(directory: Path, series, indexes: list[int]) -> dict[int, Path]:
+    """The files in `directory` that hold patches `indexes` of `series` (one patch each)."""
+    from patchbench.mail.sources import directory_files
+    from patchbench.series import load_series
+
+    wanted = {p.index: p.patch_id for p in series.patches if p.index in indexes}
+    found = {}
+    for path in directory_files(directory):
+        try:
+            one = load_series(str(path))
+        except BadInput:
+            continue
+        (patch, *more) = one.patches
+        if not more and (one.version, one.total) == (series.version, series.total) \
+                and wanted.get(patch.index, "") == patch.patch_id:
+            found[patch.index] = path
+    return found

@@ -68,7 +68,7 @@ def iter_raw_messages(source: str, limits: InputLimits = InputLimits(), name: st
     path = Path(source)
     if not path.exists():
         raise BadInput(f"{source}: no such file or directory")
-    files = _directory_files(path) if path.is_dir() else [path]
+    files = directory_files(path) if path.is_dir() else [path]
     name = name or source
     measured = Budget(limits, name)
     for file in files:
@@ -107,7 +107,8 @@ def _copy_limited(source, into, budget: Budget) -> None:
         into.write(chunk)
 
 
-def _directory_files(path: Path) -> list[Path]:
+def directory_files(path: Path) -> list[Path]:
+    """The mail files of a directory (a maildir's cur/ and new/), in sending order."""
     if (path / "cur").is_dir() or (path / "new").is_dir():
         files = [f for sub in ("cur", "new") if (path / sub).is_dir() for f in (path / sub).iterdir()]
     else:

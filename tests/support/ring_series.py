@@ -104,6 +104,16 @@ def tap_patch(helper: str):
 
 WAKE_PATCH = (TUN, "tun: wake the subqueue when consuming made room", [TUN_WAKE])
 TAP_FIX_PATCH = (TAP, "tap: take the consumer lock in tap_ring_consume()", [TAP_FIX])
+# tun_net_xmit() stops its queue when the ring is full, re-checking after a barrier: right once the
+# consume helper wakes it (WAKE_PATCH), before or after this patch in the series.
+PRODUCE = "\tif (ptr_ring_produce(&tfile->tx_ring, skb)) {\n"
+STOP_WITH_RECHECK = ("\tif (ptr_ring_full(&tfile->tx_ring)) {\n"
+                     "\t\tnetif_tx_stop_queue(netdev_get_tx_queue(dev, txq));\n"
+                     "\t\tsmp_mb__after_atomic();\n"
+                     "\t\tif (!ptr_ring_full(&tfile->tx_ring))\n"
+                     "\t\t\tnetif_tx_wake_queue(netdev_get_tx_queue(dev, txq));\n"
+                     "\t}\n")
+STOP_PATCH = (TUN, "tun: stop the subqueue when the tx ring is full", [(PRODUCE, STOP_WITH_RECHECK + PRODUCE)])
 
 
 def commit_series(repo: Path, base: str, patches, dated_now: bool = False) -> str:
