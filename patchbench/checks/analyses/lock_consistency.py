@@ -53,6 +53,7 @@ _FACTS = kfacts.table()["lock_consistency"]
 _LOCKLESS = re.compile(_FACTS["lockless"])
 _HEADS = {name: frozenset(positions) for name, positions in _FACTS["heads"].items()}
 _WALKS = frozenset(_FACTS["walks"])
+_RCU_CHANGES = frozenset(_FACTS["rcu_changes"])
 _SAME_OBJECT = {kind: group[0] for group in _FACTS["same_object"] for kind in group}
 _OBJECT_KINDS = frozenset(op.kind for op in kfacts.lock_ops().values() if op.key == "object")
 _UNPUBLISHED = frozenset(_FACTS["unpublished"])
@@ -102,6 +103,10 @@ def _verdicts(model: FileModel) -> list[Verdict]:
         if len(accesses) <= MIN_OTHERS:
             continue
         judged: set[str] = set()
+        # changed here only in ways an RCU walker survives (or not changed here): a walk in a
+        # read-side section is then safe
+        rcu_walkable = not any(a.kind == "structure" and a.call not in _WALKS and a.call not in _RCU_CHANGES
+                               for a in accesses)
         for access in sorted(accesses, key=lambda a: a.node.start_byte):
             if access.kind != "structure" or access.function in judged:
                 continue
@@ -115,7 +120,7 @@ def _verdicts(model: FileModel) -> list[Verdict]:
             # may be one held beside it): holding one of them, or (a walk) being in a read-side
             # section that writers freeing by RCU allow, covers a path
             alternatives = _shared_locks(others) | {lock}
-            walk = access.call in _WALKS
+            walk = access.call in _WALKS and rcu_walkable
             if all(path & alternatives or (walk and READER in path) for path in access.paths):
                 continue
             functions = {a.function for a in holding}
