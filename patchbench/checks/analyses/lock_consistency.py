@@ -28,7 +28,8 @@ configuration value read on the data path) are evidence only: without the lock t
 not by themselves crash. One verdict per function and field (its first such access), and only
 where the function's ways in are all known (registered in a context the facts table knows, or
 static with every caller in the file, whose own ways are known), or L is a static variable of the
-file that no other file can hold: a function other files may call could be called with L held.
+file that no other file can hold (and no registration of the function runs in a context the facts
+table does not know): a function other files may call could be called with L held.
 Accesses in functions of unknown ways in count as evidence only when they hold L.
 """
 
@@ -114,7 +115,7 @@ def _verdicts(model: FileModel) -> list[Verdict]:
             others = [a for a in accesses if a.function != access.function and (a.known or a.held)]
             lock, holding = _majority(others)
             if lock is None or len(holding) < MIN_OTHERS or len(holding) < MIN_SHARE * len(others) or \
-                    not (access.known or _file_static(model, lock)):
+                    not (access.known or (_file_static(model, lock) and not _unknown_context(model, access.function))):
                 continue
             # another lock the others hold as often may be what protects the field (the majority
             # may be one held beside it): holding one of them, or (a walk) being in a read-side
@@ -132,6 +133,12 @@ def _verdicts(model: FileModel) -> list[Verdict]:
             found.append(Verdict(access, lock, lock if ":" in spelling else spelling, len(holding), len(others),
                                  len(functions), tuple(sites)))
     return found
+
+
+def _unknown_context(model: FileModel, name: str) -> bool:
+    """A registration of the function runs in a context the facts table does not know (a
+    seq_file ->show, which its ->start may have locked for it)."""
+    return any(way.context is None for way in calling.registered_ways(model, name))
 
 
 def _file_static(model: FileModel, lock: str) -> bool:
