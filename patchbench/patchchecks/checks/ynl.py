@@ -64,9 +64,9 @@ def python() -> str:
     raise Skip(f"no python3 with {' and '.join(modules)} is installed (Debian: {facts()['debian']})")
 
 
-def generated_files(tree: Tree, rev: str) -> list[Generated]:
-    """Every file of `rev` generated from a spec, as its header says."""
-    listing = tree.git("grep", "-l", "-E", _GENERATED, rev, "--", ".", check=False)
+def generated_files(tree: Tree, rev: str, paths: list[str]) -> list[Generated]:
+    """The files of `rev` under `paths` generated from a spec, as their headers say."""
+    listing = tree.git("grep", "-l", "-E", _GENERATED, rev, "--", *paths, check=False)
     found = []
     with Git(tree.git_dir).blobs() as blobs:
         for line in listing.splitlines():
@@ -86,8 +86,10 @@ def run(context: PatchContext) -> list[Finding]:
     for patch in context.applied.applied:
         generator_changed = any(p.startswith(tuple(facts()["reads"])) for p in patch.files)
         specs = {p for p in patch.files if p.startswith(facts()["specs"])}
-        candidates = generated_files(context.tree, patch.commit) \
-            if generator_changed or specs or any(p.endswith((".c", ".h")) for p in patch.files) else []
+        # a changed spec or generator can make any generated file stale; else only a touched one can be
+        sources = [p for p in patch.files if p.endswith((".c", ".h"))]
+        paths = ["."] if generator_changed or specs else sources
+        candidates = generated_files(context.tree, patch.commit, paths) if paths else []
         stale_candidates = [g for g in candidates if generator_changed or g.spec in specs or g.path in patch.files]
         if not stale_candidates:
             continue
