@@ -197,3 +197,20 @@ def test_the_building_checks_run_only_when_asked():
     assert builds == ["build-32bit", "build-clang", "build-tools", "ynl"]
     assert not set(builds) & set(netdev) and select("all", [])[1] == netdev
     assert select("ynl,signoff", [])[1] == ["signoff", "ynl"]
+
+
+def test_ynl_reports_a_spec_the_generator_refuses(newest, tmp_path):
+    try:
+        ynl.python()
+    except Skip as skip:
+        missing(str(skip))
+    repo, base = newest
+    spec = git(repo, "show", f"{base}:{SPEC}") + "\n"
+    broken = spec.replace(XSK_FEATURES, XSK_FEATURES.replace("xsk-features", "xsk features!"))
+    tip = commit_files(repo, base, {SPEC: broken.encode()},
+                       f"netdev: rename an attribute\n\nSpelled out.\n\nSigned-off-by: {ADA}")
+    format_patch(repo, base, tip, tmp_path / "series", "--subject-prefix=PATCH net-next")
+    code, report = check(tmp_path / "series", repo, "ynl")
+    ((patch, path, _, message),) = found(report, "ynl")
+    assert (patch, path) == (1, SPEC) and message.startswith("the tree's generator fails on it (exit 1): ")
+    assert code == 1

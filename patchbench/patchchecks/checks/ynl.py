@@ -6,9 +6,10 @@ line. For each patch that touches a spec (Documentation/netlink/specs/*.yaml), t
 generated file, every generated file of the patch's tree that names a touched spec (all of them
 when the generator changed, and any touched one) is generated again with the tree's own
 tools/net/ynl/pyynl/ynl_gen_c.py, as tools/net/ynl/ynl-regen.sh does, and compared byte for byte
-with the committed file. A file that differs is stale; a spec the generator refuses is an error of
-the patch. The generator needs python3 with yaml and jsonschema (Debian: python3-yaml,
-python3-jsonschema); without them the check is skipped.
+with the committed file. A file that differs is stale. A spec the generator refuses is an error
+of the patch when the patch changed the spec or the generator, else of the run (exit 2). The
+generator needs python3 with yaml and jsonschema (Debian: python3-yaml, python3-jsonschema);
+without them the check is skipped.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from patchbench.checks.engine.finding import Finding
+from patchbench.errors import BadInput
 from patchbench.tree.git import Git
 from patchbench.patchchecks.context import PatchContext, Skip, Tree, netdev_facts, run_tool
 
@@ -84,8 +86,9 @@ def generated_files(tree: Tree, rev: str, paths: list[str]) -> list[Generated]:
 def run(context: PatchContext) -> list[Finding]:
     found: list[Finding] = []
     for patch in context.applied.applied:
-        generator_changed = any(p.startswith(tuple(facts()["reads"])) for p in patch.files)
         specs = {p for p in patch.files if p.startswith(facts()["specs"])}
+        # the generator's code or the schemas every spec is validated against
+        generator_changed = any(p.startswith(tuple(facts()["reads"])) for p in set(patch.files) - specs)
         # a changed spec or generator can make any generated file stale; else only a touched one can be
         sources = [p for p in patch.files if p.endswith((".c", ".h"))]
         paths = ["."] if generator_changed or specs else sources
@@ -110,6 +113,9 @@ def run(context: PatchContext) -> list[Finding]:
                         continue
                     refused.add(generated.spec)
                     said = (proc.stdout.strip() + "\n" + proc.stderr.strip()).strip().splitlines() or ["no output"]
+                    if not (generator_changed or generated.spec in specs):   # the patch changed neither
+                        raise BadInput(f"{facts()['generator']} failed on {generated.spec} (exit {proc.returncode}): "
+                                       f"{said[-1]}")
                     found.append(Finding(rule=ID, severity="error", file=generated.spec, line=0, function="",
                                          message=f"the tree's generator fails on it (exit {proc.returncode}): "
                                                  f"{said[-1]}", patch=patch.index))
