@@ -9,6 +9,12 @@ the check's own seconds from the JSON report, and the CPU seconds it adds (user 
 whole process tree: what the load of a shared machine does not change). Target: all seven together
 add under 5 s.
 Run from the project root: `python bench/patchchecks.py`. Needs perl.
+
+`python bench/patchchecks.py --builds` times instead what the building checks (`--checks builds`:
+build-32bit, build-clang, build-tools, ynl) add to `--checks all` on the same series: once with an
+empty build cache (cold: worktrees checked out, kernels configured, ccache empty) and once again on
+the cache the cold run left (warm), one round each (a cold round takes minutes). Needs what the
+checks need (gcc, clang-19, bwrap, ccache; a check that cannot run says skipped).
 """
 
 from __future__ import annotations
@@ -40,17 +46,24 @@ def check_once(mails: Path, clone: Path, selection: str, work: Path) -> tuple[fl
     """Wall seconds of one cold `check`, and its report's per-check seconds plus the CPU seconds
     (user + system, the check and every script it ran) under "cpu"."""
     with tempfile.TemporaryDirectory(dir=work) as cache:
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        started = time.monotonic()
-        proc = subprocess.run([sys.executable, "-m", "patchbench", "check", str(mails), "--tree", str(clone),
-                               "--format", "json", "--checks", selection], capture_output=True, text=True,
-                              cwd=ROOT, env={**os.environ, "PATCHBENCH_CACHE": cache, "PYTHONPATH": str(ROOT)})
-        seconds = time.monotonic() - started
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return check_in(mails, clone, selection, Path(cache))
+
+
+def check_in(mails: Path, clone: Path, selection: str, cache: Path) -> tuple[float, dict]:
+    """check_once with the cache directory given (kept: builds leave their slots there)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "patchbench", "check", str(mails), "--tree", str(clone),
+                           "--format", "json", "--checks", selection], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "PATCHBENCH_CACHE": str(cache), "PYTHONPATH": str(ROOT)})
+    seconds = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"check --checks {selection} failed: {proc.stderr.strip()}")
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    return seconds, {**{c["id"]: c["seconds"] for c in json.loads(proc.stdout)["checks"]}, "cpu": cpu}
+    report = json.loads(proc.stdout)["checks"]
+    return seconds, {**{c["id"]: c["seconds"] for c in report}, "cpu": cpu,
+                     "skipped": {c["id"]: c["reason"] for c in report if c["status"] == "skipped"}}
 
 
 def median_runs(mails: Path, clone: Path, selections: list[str], work: Path) -> dict[str, tuple[float, dict]]:
@@ -74,7 +87,10 @@ def main() -> None:
         tip = commit_series(clone, base, [tun_patch(TUN_HELPER), tap_patch(TAP_HELPER), WAKE_PATCH])
         mails = work / "series"
         format_patch(clone, base, tip, mails)
-        ids = [module.ID for module in checks()]
+        ids = [module.ID for module in checks() if getattr(module, "GROUP", "netdev") == "netdev"]
+        if "--builds" in sys.argv[1:]:
+            builds(mails, clone, work)
+            return
         results = median_runs(mails, clone, ["rules", *(f"rules,{i}" for i in ids), "all"], work)
         baseline = results["rules"][0]
         print(f"patchbench check, 3-patch series, 6.1 tree, cold facts cache, median of {REPEAT}; "
@@ -93,6 +109,28 @@ def main() -> None:
         print(f"all seven checks add {added:.2f} s (target under {TARGET:.0f} s): "
               f"{'met' if added < TARGET else 'NOT met'}; the slowest of them, run side by side, takes "
               f"{slowest:.2f} s")
+
+
+def builds(mails: Path, clone: Path, work: Path) -> None:
+    """What `--checks builds` adds to `--checks all`: cold (an empty build cache), then warm."""
+    cache = work / "cache"
+    cache.mkdir()
+    baseline = check_in(mails, clone, "all", cache)
+    cold = check_in(mails, clone, "all,builds", cache)
+    warm = check_in(mails, clone, "all,builds", cache)
+    build_ids = [module.ID for module in checks() if getattr(module, "GROUP", "netdev") == "builds"]
+    print(f"patchbench check, 3-patch series, 6.1 tree, --checks all,builds against --checks all, one round; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    # No CPU column: RUSAGE_CHILDREN gave 58 s for a cold run of 440 s wall on a busy 2-core machine,
+    # far below the compiling it did (the sandboxed compilers' time does not all reach it).
+    # A check's seconds include waiting for its build turn.
+    print(f"{'':<10} {'wall s':>8} {'added s':>8}  " + "  ".join(f"{i} s" for i in build_ids))
+    print(f"{'all':<10} {baseline[0]:8.1f}")
+    for name, (wall, own) in (("cold", cold), ("warm", warm)):
+        print(f"{name:<10} {wall:8.1f} {wall - baseline[0]:8.1f}  "
+              + "  ".join(f"{own.get(i, 0):{len(i) + 2}.1f}" for i in build_ids))
+    for check_id, reason in sorted(warm[1]["skipped"].items()):
+        print(f"{check_id} skipped: {reason}")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from patchbench.dispatch import changes, warnings, workspace
+from patchbench.dispatch import changes, sandbox, warnings, workspace
 from patchbench.dispatch.jobs import JobResult, KernelJob, ObjectsJob, Target
 from patchbench.dispatch.kbuild import Kbuild
 from patchbench.dispatch.progress import PlainProgress
@@ -137,10 +137,16 @@ def _build_directories(kbuild: Kbuild, directories: list[str], log: Path, job: O
     done = kbuild.make(directories, log=log, timeout=job.timeout, diagnostics=True, on_line=ctx.progress.line)
     if done.timed_out:
         raise JobFailed("fail", f"building {' '.join(directories)} timed out after {job.timeout:.0f} s", log)
+    return warnings.parse(done.output, str(kbuild.slot.src)), make_failures(done)
+
+
+def make_failures(done: sandbox.Completed) -> list[str]:
+    """make's own error lines, causes first, when it failed; [] when it succeeded."""
+    if done.returncode == 0:
+        return []
     errors = [line.strip() for line in done.output.splitlines() if MAKE_ERROR.search(line.strip())]
     causes = [line for line in errors if not MAKE_ERROR_SUMMARY.search(line)]
-    failures = [] if done.returncode == 0 else causes + errors or ["make failed"]
-    return warnings.parse(done.output, str(kbuild.slot.src)), failures
+    return causes + errors or ["make failed"]
 
 
 def run_objects(job: ObjectsJob, ctx: Context) -> JobResult:

@@ -28,11 +28,12 @@ class Kbuild:
     sandboxed: bool = True
 
     def make(self, targets: list[str], *, log: Path, timeout: float, diagnostics: bool = False,
-             subdir: str = "", on_line: sandbox.LineSink | None = None) -> sandbox.Completed:
-        """Make `targets` (in `subdir` of the source, e.g. the selftests); with `diagnostics`, keep going past
-        errors and keep each object's output together (-Otarget), so that "In function" lines stay with
-        their warnings."""
-        argv = ["make", "-C", str(self.slot.src / subdir), f"O={self.slot.obj}", f"-j{self.jobs}",
+             subdir: str = "", output: Path | None = None,
+             on_line: sandbox.LineSink | None = None) -> sandbox.Completed:
+        """Make `targets` (in `subdir` of the source, e.g. the selftests; into `output`, a directory under
+        the slot's O= one, instead of O= itself); with `diagnostics`, keep going past errors and keep each
+        object's output together (-Otarget), so that "In function" lines stay with their warnings."""
+        argv = ["make", "-C", str(self.slot.src / subdir), f"O={output or self.slot.obj}", f"-j{self.jobs}",
                 *(["-k", "-Otarget"] if diagnostics else []),
                 *(f"{k}={v}" for k, v in self.make_vars.items()), *targets]
         return self._run(argv, log=log, timeout=timeout, on_line=on_line)

@@ -8,7 +8,8 @@ that defines
     NEEDS = ("scripts/checkpatch.pl",)         # paths of the base tree it cannot run without
     def run(context: PatchContext) -> list[Finding]: ...
 
-and reports only what a patch makes new. When the base tree lacks a path of NEEDS the check is
+and reports only what a patch makes new. A check that builds the kernel or its tools (minutes, not
+seconds) also says `GROUP = "builds"`: it runs only when named, or with `builds`, never by default. When the base tree lacks a path of NEEDS the check is
 skipped with that reason, not failed; a check may also raise `Skip` (say, perl is not installed).
 A tree script that crashes is an error of the run (exit 2), never a silent pass. Findings not about
 a file (a sign-off, a Fixes: tag) have file "" and line 0; findings about the series as a whole are
@@ -35,7 +36,8 @@ __all__ = ["CheckRun", "Options", "PatchContext", "Skip", "add_findings", "check
            "select"]
 
 RULES_GROUP = "rules"      # --checks name of every tree-sitter rule of patchbench.checks
-NETDEV_GROUP = "netdev"    # --checks name of every check of this package
+NETDEV_GROUP = "netdev"    # --checks name of every check of this package that does not build
+BUILDS_GROUP = "builds"    # --checks name of the checks that build (GROUP = "builds"); opt-in
 
 
 @dataclass
@@ -64,21 +66,23 @@ def select(spec: str, rule_ids: list[str]) -> tuple[set[str], list[str]]:
     """The static rule ids and the check ids named by a --checks value.
 
     `spec` is a comma-separated list of rule ids, check ids, `rules` (every rule), `netdev` (every
-    check here) and `all` (both)."""
+    check here that does not build), `builds` (those that do) and `all` (rules and netdev)."""
     check_ids = [module.ID for module in checks()]
+    groups = {module.ID: getattr(module, "GROUP", NETDEV_GROUP) for module in checks()}
     rules: set[str] = set()
     chosen: list[str] = []
     for name in filter(None, (part.strip() for part in spec.split(","))):
         if name in ("all", RULES_GROUP):
             rules.update(rule_ids)
-        if name in ("all", NETDEV_GROUP):
-            chosen.extend(check_ids)
+        if name in ("all", NETDEV_GROUP, BUILDS_GROUP):
+            group = BUILDS_GROUP if name == BUILDS_GROUP else NETDEV_GROUP
+            chosen.extend(c for c in check_ids if groups[c] == group)
         if name in rule_ids:
             rules.add(name)
         elif name in check_ids:
             chosen.append(name)
-        elif name not in ("all", RULES_GROUP, NETDEV_GROUP):
-            known = ", ".join(["all", RULES_GROUP, NETDEV_GROUP, *rule_ids, *check_ids])
+        elif name not in ("all", RULES_GROUP, NETDEV_GROUP, BUILDS_GROUP):
+            known = ", ".join(["all", RULES_GROUP, NETDEV_GROUP, BUILDS_GROUP, *rule_ids, *check_ids])
             raise BadInput(f"--checks: unknown check {name!r} (known: {known})")
     if not rules and not chosen:
         raise BadInput("--checks: no check named")
