@@ -122,7 +122,7 @@ def test_text_report_has_header_posted_names_quotes_and_summary(mailed, capsys):
     assert re.search(r"drivers/net/tap\.c:\d+: error: in tap_ring_consume\(\) \[lock-imbalance\]", block)
     assert re.search(r"\n +\d+ \| +return NULL;\n +lock taken:\n +\d+ \| +spin_lock\(&ring->consumer_lock\);", block)
     assert "read-side section ended:" in text.split(NAMES[2])[1]
-    assert re.search(rf"^Checked 3 patches, 2 C files, {len(registry.rules())} rules in \d+\.\d s: 2 new findings\.$",
+    assert re.search(rf"^Checked 3 patches, 2 C files, {len(registry.default_rule_ids())} rules in \d+\.\d s: 2 new findings\.$",
                      text, re.M)
     assert "Files: drivers/net/tap.c, drivers/net/tun.c" in text
 
@@ -188,7 +188,7 @@ def test_a_series_that_does_not_apply_names_the_patch_and_hunk(broken, capsys):
     _, text = check(capsys, series, repo, "text")
     assert f"{NAMES[1]}\n  does not apply at {TAP}, @@ -" in text
     assert "patch 3 was not applied or checked" in text
-    assert f"Checked 1 of 3 patches, 1 C file, {len(registry.rules())} rules in " in text
+    assert f"Checked 1 of 3 patches, 1 C file, {len(registry.default_rule_ids())} rules in " in text
     assert _width(text) <= 100
 
 

@@ -91,3 +91,20 @@ def test_mutated_72_file_is_found(kernel_tree_new: Path, name: str):
 @pytest.mark.parametrize("path", sorted({path for path, _, _ in MUTATIONS.values()}))
 def test_unmutated_72_file_has_no_finding(kernel_tree_new: Path, path: str):
     assert findings(path, (kernel_tree_new / path).read_bytes()) == []
+
+
+FIXTURE_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "checks" / "lock_consistency"
+
+
+def test_the_rule_runs_only_when_named(capsys):
+    """Not a default rule (its whole-tree precision is not a default's): `lint` is silent on its
+    fixtures unless --rules names it; an unknown name is bad input."""
+    from patchbench.cli import main
+
+    assert main(["lint", "--format", "terse", "--no-cache", str(FIXTURE_DIR)]) == 0
+    assert capsys.readouterr().out.strip() == ""
+    assert main(["lint", "--format", "terse", "--no-cache", "--rules", RULE, str(FIXTURE_DIR)]) == 1
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split(": ")[2] for line in lines] == [RULE, RULE]
+    assert main(["lint", "--rules", "no-such-rule", str(FIXTURE_DIR)]) == 2
+    assert capsys.readouterr().err.startswith("patchbench: error: --rules: unknown rule 'no-such-rule'")

@@ -15,6 +15,7 @@ from patchbench.checks.engine import registry
 from patchbench.checks.run.series import PatchCheck, SeriesCheck, check_applied
 from patchbench.commands.apply import add_apply_arguments, apply_from_args
 from patchbench.commands.runner_options import add_runner_arguments
+from patchbench.errors import BadInput
 from patchbench.report.findings import FORMATS, Report, render, series_report
 from patchbench.report.progress import Progress
 from patchbench.series import Series
@@ -56,8 +57,12 @@ def _static_rules(args, applied: ApplyResult, rules: set[str]) -> tuple[SeriesCh
     start = time.monotonic()
     if not rules:
         checked = SeriesCheck(applied.base, [PatchCheck(p.index, p.commit, []) for p in applied.applied])
+    elif rules - set(registry.default_rule_ids()) and getattr(args, "runner", "local") != "local":
+        raise BadInput("--checks: the rules run only when named do not run on a farm yet (--runner local)")
     elif getattr(args, "runner", "local") == "local":   # callers other than check/run have no farm
-        checked = check_applied(applied)
+        # a rule run only when named widens what is computed; otherwise the default rules (cached)
+        extra = rules - set(registry.default_rule_ids())
+        checked = check_applied(applied, rule_ids=frozenset(rules) if extra else None)
     else:
         from patchbench.commands.build import check_on_runner   # the dispatch stage, only for a farm
 
@@ -74,7 +79,8 @@ def apply_and_check(args) -> CheckRun:
 
     `args` without `add_check_arguments`' options (another command's parser) runs every check."""
     started = time.monotonic()
-    rules, check_ids = patchchecks.select(getattr(args, "checks", "all"), [rule.ID for rule in registry.rules()])
+    rules, check_ids = patchchecks.select(getattr(args, "checks", "all"), [rule.ID for rule in registry.rules()],
+                                          registry.default_rule_ids())
     with Progress("check", args.format) as progress:
         progress.stage("reading and applying the series")
         series, applied = apply_from_args(args)

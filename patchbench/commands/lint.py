@@ -17,6 +17,7 @@ from patchbench.checks.run import cache as findings_cache
 from patchbench.checks.engine.context import TreeContext
 from patchbench.checks.engine.finding import Finding
 from patchbench.errors import BadInput
+from patchbench.checks.engine import registry
 from patchbench.report.findings import FORMATS, lint_report, render
 from patchbench.report.progress import Progress
 
@@ -30,6 +31,9 @@ def add_parser(subparsers) -> None:
                         help="output format: text, mail, terse, json, sarif (default: text)")
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: one per core)")
     parser.add_argument("--no-cache", action="store_true", help="analyse every file even if its facts are cached")
+    parser.add_argument("--rules", metavar="IDS", default="",
+                        help="comma-separated rule ids to report, or 'all' (default: every rule but those "
+                             "run only when named: docs/rules.md)")
     parser.add_argument("--explain", action="store_true",
                         help="with each finding, what decided it (the ways into its function, ...)")
     parser.set_defaults(func=run)
@@ -54,13 +58,13 @@ def c_files(paths: list[str]) -> list[str]:
 _progress: Progress | None = None   # set while a lint runs; the forked workers inherit it
 
 
-def _lint_file(context: TreeContext, task: tuple[str, bool]) -> list[Finding]:
+def _lint_file(context: TreeContext, rule_ids: frozenset[str] | None, task: tuple[str, bool]) -> list[Finding]:
     path, use_cache = task
     try:
         source = Path(path).read_bytes()
     except OSError as exc:
         raise BadInput(f"{path}: {exc.strerror}") from None
-    found = findings_cache.findings_for(path, source, context, use_cache)
+    found = findings_cache.findings_for(path, source, context, use_cache, rule_ids=rule_ids)
     if _progress is not None:
         _progress.tick()
     return found
@@ -71,9 +75,9 @@ def lint(paths: list[str], jobs: int = 1, use_cache: bool = True) -> list[Findin
 
 
 def lint_files(files: list[str], jobs: int = 1, use_cache: bool = True,
-               progress: Progress | None = None) -> list[Finding]:
-    """Findings of `files`; inside a kernel tree, with its call index (callers of each function
-    across the whole tree, built once per tree content and cached)."""
+               progress: Progress | None = None, rule_ids: frozenset[str] | None = None) -> list[Finding]:
+    """Findings of `files` (of the default rules, or rule_ids); inside a kernel tree, with its call
+    index (callers of each function across the whole tree, built once per tree content and cached)."""
     global _progress
     root = callindex.tree_root(files)
     if progress is not None and root is not None:
@@ -86,7 +90,7 @@ def lint_files(files: list[str], jobs: int = 1, use_cache: bool = True,
         # a directory at a time, so that a worker's call index answers stay warm for the
         # directory it is in (largest first over the whole tree cost a sixteenth more CPU on
         # 7.2), and within it the largest files first, so that no worker ends alone on a big one
-        found = findings_cache.parallel(partial(_lint_file, TreeContext(index, root)),
+        found = findings_cache.parallel(partial(_lint_file, TreeContext(index, root), rule_ids),
                                [(path, use_cache) for path in _by_directory(files)], jobs)
     finally:
         _progress = None
@@ -107,11 +111,27 @@ def _by_directory(files: list[str]) -> list[str]:
     return sorted(files, key=lambda path: (first_seen[os.path.dirname(path)], -size(path)))
 
 
+def _selected_rules(spec: str) -> frozenset[str] | None:
+    """--rules: None for the default rules, else the rule ids named ('all': every rule)."""
+    known = [rule.ID for rule in registry.rules()]
+    if not spec:
+        return None
+    named = frozenset(part.strip() for part in spec.split(",") if part.strip())
+    if "all" in named:
+        return frozenset(known)
+    unknown = sorted(named - set(known))
+    if unknown or not named:
+        raise BadInput(f"--rules: unknown rule {unknown[0]!r} (known: all, {', '.join(known)})" if unknown
+                       else "--rules: no rule named")
+    return named
+
+
 def run(args) -> int:
     started = time.monotonic()
+    rule_ids = _selected_rules(args.rules)
     files = c_files(args.paths)
     with Progress("lint", args.format) as progress:
-        findings = lint_files(files, max(1, args.jobs), not args.no_cache, progress)
+        findings = lint_files(files, max(1, args.jobs), not args.no_cache, progress, rule_ids)
     output = render(lint_report(findings, files, time.monotonic() - started), args.format, args.explain)
     if output:
         print(output)

@@ -62,18 +62,20 @@ def checks() -> tuple[ModuleType, ...]:
     return tuple(sorted((m for m in found if hasattr(m, "ID") and hasattr(m, "run")), key=lambda m: m.ID))
 
 
-def select(spec: str, rule_ids: list[str]) -> tuple[set[str], list[str]]:
+def select(spec: str, rule_ids: list[str], default_rule_ids: list[str] | None = None) -> tuple[set[str], list[str]]:
     """The static rule ids and the check ids named by a --checks value.
 
-    `spec` is a comma-separated list of rule ids, check ids, `rules` (every rule), `netdev` (every
-    check here that does not build), `builds` (those that do) and `all` (rules and netdev)."""
+    `spec` is a comma-separated list of rule ids, check ids, `rules` (every rule of
+    `default_rule_ids`, default: all), `netdev` (every check here that does not build), `builds`
+    (those that do) and `all` (rules and netdev). A rule outside the defaults runs when named."""
+    defaults = rule_ids if default_rule_ids is None else default_rule_ids
     check_ids = [module.ID for module in checks()]
     groups = {module.ID: getattr(module, "GROUP", NETDEV_GROUP) for module in checks()}
     rules: set[str] = set()
     chosen: list[str] = []
     for name in filter(None, (part.strip() for part in spec.split(","))):
         if name in ("all", RULES_GROUP):
-            rules.update(rule_ids)
+            rules.update(defaults)
         if name in ("all", NETDEV_GROUP, BUILDS_GROUP):
             group = BUILDS_GROUP if name == BUILDS_GROUP else NETDEV_GROUP
             chosen.extend(c for c in check_ids if groups[c] == group)

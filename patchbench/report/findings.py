@@ -137,7 +137,7 @@ def lint_report(findings: list[Finding], files: list[str], seconds: float | None
 
 
 def _rule_ids() -> list[str]:
-    return [rule.ID for rule in registry.rules()]
+    return registry.default_rule_ids()
 
 
 def render(report: Report, fmt: str, explain: bool = False) -> str:

@@ -28,8 +28,9 @@ configuration value read on the data path) are evidence only: without the lock t
 not by themselves crash. One verdict per function and field (its first such access), and only
 where the function's ways in are all known (registered in a context the facts table knows, or
 static with every caller in the file, whose own ways are known), or L is a static variable of the
-file that no other file can hold (and no registration of the function runs in a context the facts
-table does not know): a function other files may call could be called with L held.
+file that no other file can hold and the function is static itself (other files reach it only
+through this file's functions) with no registration in a context the facts table does not know:
+a function other files may call could be called with L held.
 Accesses in functions of unknown ways in count as evidence only when they hold L.
 """
 
@@ -115,7 +116,7 @@ def _verdicts(model: FileModel) -> list[Verdict]:
             others = [a for a in accesses if a.function != access.function and (a.known or a.held)]
             lock, holding = _majority(others)
             if lock is None or len(holding) < MIN_OTHERS or len(holding) < MIN_SHARE * len(others) or \
-                    not (access.known or (_file_static(model, lock) and not _unknown_context(model, access.function))):
+                    not (access.known or _only_file_entered(model, access.function, lock)):
                 continue
             # another lock the others hold as often may be what protects the field (the majority
             # may be one held beside it): holding one of them, or (a walk) being in a read-side
@@ -135,10 +136,14 @@ def _verdicts(model: FileModel) -> list[Verdict]:
     return found
 
 
-def _unknown_context(model: FileModel, name: str) -> bool:
-    """A registration of the function runs in a context the facts table does not know (a
-    seq_file ->show, which its ->start may have locked for it)."""
-    return any(way.context is None for way in calling.registered_ways(model, name))
+def _only_file_entered(model: FileModel, name: str, lock: str) -> bool:
+    """Callers elsewhere cannot hold the lock where it matters: it is a static variable of this
+    file, and the function is static itself (other files reach it only through this file's
+    functions, which would have to take the lock) with no registration of a context the facts
+    table does not know (a seq_file ->show, which its ->start may have locked for it)."""
+    function = model.functions[name]
+    return function.is_static and _file_static(model, lock) and \
+        not any(way.context is None for way in calling.registered_ways(model, name))
 
 
 def _file_static(model: FileModel, lock: str) -> bool:

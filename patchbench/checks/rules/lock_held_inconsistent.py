@@ -12,6 +12,10 @@ from patchbench.checks.engine.model import FileModel
 
 ID = "lock-held-inconsistent"
 SEVERITY = "warning"
+# Run only when named (`--checks lock-held-inconsistent`, `lint --rules`): on 7.2's and 6.1's
+# drivers/net + net it reports 5 and 6 findings of which at most one holds under the strict
+# criterion (docs/rules.md): not yet what a default rule must be.
+DEFAULT = False
 MESSAGE = "a list or queue in a field is changed or walked without the lock nearly all of its other accesses hold"
 
 MESSAGES = {

@@ -50,19 +50,20 @@ def _retire_once(directory: Path) -> None:
 
 
 def findings_for(path: str, source: bytes, context: TreeContext = ALONE, use_cache: bool = True,
-                 previous: bytes | None = None) -> list[Finding]:
-    """All rules' findings on `source` (the text of `path`), from the cache when it has them;
-    `context`: what the rest of the tree says (its call index; part of the key); `previous`: the
-    text in the patch's parent, when a patch is checked (part of the key)."""
+                 previous: bytes | None = None, rule_ids: frozenset[str] | None = None) -> list[Finding]:
+    """The default rules' (or rule_ids') findings on `source` (the text of `path`), from the cache
+    when it has them; `context`: what the rest of the tree says (its call index; part of the key);
+    `previous`: the text in the patch's parent, when a patch is checked (part of the key)."""
     if not use_cache:
-        return checkfile.check_source(path, source, previous=previous, context=context)
-    chosen = checkfile.applicable(source, context=context)
+        return checkfile.check_source(path, source, rule_ids, previous=previous, context=context)
+    chosen = checkfile.applicable(source, rule_ids, context=context)
     if not chosen:   # most files of a tree: no rule can report there, so nothing to hash or keep
         return []
     # every input a verdict reads is in the key: the text, its path, the tree's index (callers,
     # sibling files, header wrappers: all read through it) and the mode, and the parent's text
     before = "" if previous is None else f"\0{blob_store.blob_id(previous)}"
-    key = hashlib.sha1(f"{blob_store.blob_id(source)}\0{path}\0{context.digest}{before}".encode()).hexdigest()
+    selected = "" if rule_ids is None else "\0" + ",".join(sorted(rule_ids))
+    key = hashlib.sha1(f"{blob_store.blob_id(source)}\0{path}\0{context.digest}{before}{selected}".encode()).hexdigest()
     entry = cache_dir() / key[:2] / f"{key}.json"
     try:
         return [Finding.from_dict({**row, "file": path}) for row in json.loads(entry.read_text())]
@@ -90,12 +91,13 @@ def parallel(work: Callable[[Task], list[Finding]], tasks: Iterable[Task], jobs:
     return pool.parallel(work, tasks, jobs, sizes)
 
 
-def _findings_of(context: TreeContext, item: tuple) -> list[Finding]:
+def _findings_of(context: TreeContext, rule_ids: frozenset[str] | None, item: tuple) -> list[Finding]:
     path, source, *previous = item
-    return findings_for(path, source, context, previous=previous[0] if previous else None)
+    return findings_for(path, source, context, previous=previous[0] if previous else None, rule_ids=rule_ids)
 
 
-def findings_of_many(items: list[tuple], jobs: int, context: TreeContext = ALONE) -> list[list[Finding]]:
+def findings_of_many(items: list[tuple], jobs: int, context: TreeContext = ALONE,
+                     rule_ids: frozenset[str] | None = None) -> list[list[Finding]]:
     """findings_for(path, source[, previous]) of each item in `context`, on up to `jobs` processes
     (forked: each inherits the context)."""
-    return parallel(partial(_findings_of, context), items, jobs, [len(item[1]) for item in items])
+    return parallel(partial(_findings_of, context, rule_ids), items, jobs, [len(item[1]) for item in items])

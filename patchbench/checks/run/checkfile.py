@@ -21,12 +21,13 @@ _ALLOW = re.compile(rb"patchbench:\s*allow\(([^)]*)\)")
 
 
 def applicable(source: bytes, rule_ids: set[str] | None = None, context: TreeContext = ALONE) -> list[ModuleType]:
-    """The rules (of rule_ids) that can report on this text: those whose MENTIONS it matches.
-    Rules sharing an analysis share their words: each list is searched for once."""
+    """The rules (of rule_ids; default: the default rules) that can report on this text: those whose
+    MENTIONS it matches. Rules sharing an analysis share their words: each list is searched for once."""
     found: dict[object, bool] = {}   # by word list, and by refinement
     chosen = []
+    wanted = set(registry.default_rule_ids()) if rule_ids is None else rule_ids
     for module in registry.rules():
-        if rule_ids is not None and module.ID not in rule_ids:
+        if module.ID not in wanted:
             continue
         words = _mentions_of(module, context)
         if words not in found:

@@ -54,7 +54,8 @@ def new_findings(before: list[Finding], after: list[Finding]) -> list[Finding]:
 
 
 def _analyse(blobs: BlobReader, versions: list[tuple[str, str]], jobs: int, context: TreeContext,
-             parents: dict[tuple[str, str], str] | None = None) -> dict[tuple[str, str], list[Finding]]:
+             parents: dict[tuple[str, str], str] | None = None,
+             rule_ids: frozenset[str] | None = None) -> dict[tuple[str, str], list[Finding]]:
     """Findings of each (rev, path) version; an absent file has none. `parents`: (rev, path) ->
     the parent rev whose text of path the rules are shown beside (FileModel.previous)."""
     sources = {version: blobs.read(f"{version[0]}:{version[1]}") for version in dict.fromkeys(versions)}
@@ -63,14 +64,16 @@ def _analyse(blobs: BlobReader, versions: list[tuple[str, str]], jobs: int, cont
     previous = {version: blobs.read(f"{parents[version]}:{version[1]}") for version in present
                 if version in parents}
     results = findings_cache.findings_of_many([(path, sources[(rev, path)], previous.get((rev, path)))
-                                      for rev, path in present], jobs, context)
+                                      for rev, path in present], jobs, context, rule_ids)
     found = {version: [] for version in sources}
     found.update(zip(present, results))
     return found
 
 
-def check_applied(result: ApplyResult, jobs: int = os.cpu_count() or 1) -> SeriesCheck:
-    """New findings of each applied patch of `result` (patches after a failed one are absent).
+def check_applied(result: ApplyResult, jobs: int = os.cpu_count() or 1,
+                  rule_ids: frozenset[str] | None = None) -> SeriesCheck:
+    """New findings of each applied patch of `result` (patches after a failed one are absent), of
+    the default rules or `rule_ids`.
 
     Each patch's version of its files is analysed first, all at once on `jobs` processes; the
     parents' versions only where the patch's version has findings at all."""
@@ -80,9 +83,10 @@ def check_applied(result: ApplyResult, jobs: int = os.cpu_count() or 1) -> Serie
     context = TreeContext(index, series=True)
     with Git(git_dir).blobs() as blobs:
         after = _analyse(blobs, [(patch.commit, path) for patch, files in touched for path in files], jobs,
-                         context, {(patch.commit, path): patch.parent for patch, files in touched for path in files})
+                         context, {(patch.commit, path): patch.parent for patch, files in touched for path in files},
+                         rule_ids)
         before = _analyse(blobs, [(patch.parent, path) for patch, files in touched for path in files
-                                  if after[(patch.commit, path)]], jobs, context)
+                                  if after[(patch.commit, path)]], jobs, context, rule_ids=rule_ids)
     checked = []
     for patch, files in touched:
         check = PatchCheck(patch.index, patch.commit, files)
