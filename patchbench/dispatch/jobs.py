@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from patchbench.dispatch.coverage import FunctionCoverage, coverage_json
@@ -80,6 +80,25 @@ Job = ObjectsJob | KernelJob | BootJob | CheckJob
 
 def repo_of(job: Job) -> Path:
     return job.repo if isinstance(job, CheckJob) else job.target.repo
+
+
+def in_repo(job: Job, repo: Path) -> Job:
+    """The same job, run in `repo` (a farm worker's own copy of the submitter's repository)."""
+    if isinstance(job, CheckJob):
+        return replace(job, repo=repo)
+    return replace(job, target=replace(job.target, repo=repo))
+
+
+def commits_of(job: Job) -> tuple[set[str], set[str]]:
+    """(the commits `job` builds on, the commits it names): what a worker must have to run it."""
+    parents = {job.parent} if isinstance(job, (CheckJob, ObjectsJob)) else set()
+    commits = {job.commit}
+    if not isinstance(job, CheckJob):
+        parents.add(job.target.base)
+    if isinstance(job, BootJob):
+        parents |= {parent for _, parent, _ in job.patches}
+        commits |= {commit for _, _, commit in job.patches}
+    return parents, commits
 
 
 @dataclass

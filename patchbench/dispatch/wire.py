@@ -3,11 +3,13 @@
 Only JSON crosses the broker (never pickle: a broker is shared, and unpickling runs code). A config
 fragment travels as its text, not its path: the worker writes it into its own cache, so the build
 key (which hashes the text) is the same on both sides. A job's id is a digest of its JSON: the same
-job submitted twice, or run twice after a worker died, is stored once.
+job submitted twice, or run twice after a worker died, is stored once. The series' commits travel as
+a git bundle, base64 in the JSON (see mirror.Source).
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import json
@@ -18,6 +20,7 @@ from patchbench.dispatch.coverage import FunctionCoverage
 from patchbench.dispatch.jobs import BootJob, CheckJob, Job, JobResult, KernelJob, ObjectsJob, Target
 from patchbench.dispatch.kconfig import NETDEV_FRAGMENT, KernelConfig
 from patchbench.dispatch.kselftest import KselftestResult, Selection
+from patchbench.dispatch.mirror import Source
 from patchbench.dispatch.warnings import Diagnostic
 
 _JOB_TYPES = {cls.__name__: cls for cls in (ObjectsJob, KernelJob, BootJob, CheckJob)}
@@ -99,3 +102,13 @@ def result_from_dict(data: dict) -> JobResult:
     data["coverage"] = [FunctionCoverage(**c) for c in data["coverage"]]
     data["findings"] = [Finding.from_dict(f) for f in data["findings"]]
     return JobResult(**data)
+
+
+def source_to_dict(source: Source) -> dict:
+    return {"url": source.url, "bases": list(source.bases), "bundle": base64.b64encode(source.bundle).decode(),
+            "trees": [list(pair) for pair in source.trees]}
+
+
+def source_from_dict(data: dict) -> Source:
+    return Source(data["url"], tuple(data["bases"]), base64.b64decode(data["bundle"]),
+                  tuple(tuple(pair) for pair in data["trees"]))

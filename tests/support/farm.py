@@ -51,19 +51,34 @@ class Workers:
         self.url, self.root, self.procs = url, root, {}
         self.visibility_timeout = visibility_timeout
 
-    def start(self, name: str, cache: Path | None = None) -> None:
+    def start(self, name: str, cache: Path | None = None, alone: tuple[Path, ...] | None = None) -> None:
+        """`alone`: under bubblewrap as on a machine of its own: a home of its own (its cache there,
+        root/name/home), the host's /tmp and home hidden, and of the host's files only the system,
+        this project and the paths `alone` lists (read-only). Only the network is shared."""
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PATCHBENCH_CACHE": str(cache or self.root / name)}
+        argv = [sys.executable, "-m", "patchbench", "worker", "--broker", self.url, "--name", name,
+                "--visibility-timeout", str(self.visibility_timeout)]
+        if alone is not None:
+            home = self.home(name)
+            home.mkdir(parents=True, exist_ok=True)
+            env = {k: v for k, v in env.items() if not k.startswith(("PATCHBENCH_", "XDG_", "GIT_"))}
+            env.update(HOME=str(home), PYTHONPATH=str(ROOT))
+            hide = ["--tmpfs", "/tmp", "--tmpfs", str(Path.home())]
+            argv = [shutil.which("bwrap"), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *hide,
+                    "--bind", str(home), str(home), *(arg for path in alone for arg in ("--ro-bind", path, path)),
+                    "--die-with-parent", *argv]
         with open(self.root / f"{name}.log", "w") as log:
-            self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "patchbench", "worker", "--broker", self.url, "--name", name,
-                 "--visibility-timeout", str(self.visibility_timeout)], env=env, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True)
+            self.procs[name] = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                                start_new_session=True)
         client = make_app(self.url).connection_for_write().default_channel.client
         deadline = time.monotonic() + 60
         while not client.exists(f"patchbench:alive:{name}"):
             if self.procs[name].poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"worker {name} did not come up: {(self.root / f'{name}.log').read_text()}")
             time.sleep(0.2)
+
+    def home(self, name: str) -> Path:
+        return self.root / name / "home"
 
     def kill(self, name: str) -> None:
         os.killpg(self.procs[name].pid, signal.SIGKILL)
