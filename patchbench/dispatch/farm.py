@@ -14,6 +14,9 @@ schedules. What the farm adds to the local runner:
 - Time limits: each task's hard limit is its jobs' own timeouts plus a margin (plus the fetch's
   timeout for a URL); Celery kills a stuck job's process there, the next job runs, and the job is
   reported as an error saying it timed out.
+- A broker restarted without its data (Redis's run id changed) has lost the queued tasks: those
+  not collected are sent again. A broker away for longer than `broker_grace` ends the run with one
+  line saying how many results did not come; nothing waits forever on a broker.
 - Routing: static checks go to the `patchbench.check` queue, builds to `patchbench.build`, boots to
   `patchbench.boot.kvm` or `.tcg` (workers subscribe by what they can do). Affinity: a worker that
   has built a base/config keeps its build directory warm and says so in Redis (a set per build key,
@@ -33,6 +36,7 @@ from pathlib import Path
 import redis
 from celery import Celery
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
+from kombu.exceptions import OperationalError
 
 from patchbench.dispatch import mirror, wire, workspace
 from patchbench.dispatch.build import Context, key_of
@@ -49,6 +53,7 @@ BOOT_QUEUES = {"kvm": "patchbench.boot.kvm", "tcg": "patchbench.boot.tcg"}
 ALIVE_SECONDS = 30                 # a worker refreshes its liveness key every third of this
 TIME_MARGIN = 120.0                # on top of a task's own job timeouts, before Celery kills it
 POLL_SECONDS = 0.2
+BROKER_GRACE = 120.0               # how long a run waits for a broker that went away before it gives up
 
 
 def worker_queue(name: str) -> str:
@@ -107,7 +112,8 @@ def _run_jobs_task(task, jobs: list[dict], source: dict) -> list[dict]:
         try:
             result = execute(in_repo(job, repo), ctx)
         except SoftTimeLimitExceeded:
-            result = JobResult(job.kind, job.patch, job.commit, "error", 0.0, reason="the farm's time limit ran out")
+            result = JobResult(job.kind, job.patch, job.commit, "error", 0.0,
+                               reason="timed out: stopped at the farm's soft time limit")
         result.worker = name
         results.append(wire.result_to_dict(result))
         if isinstance(job, (ObjectsJob, KernelJob)):
@@ -133,35 +139,45 @@ def known_accel(cache: Path) -> str:
 
 
 def serve(app: Celery, name: str, queues: list[str], celery_args: list[str]) -> None:
-    """Run Celery's worker under `name` on `queues`; announce what this machine has warm and can do."""
+    """Run Celery's worker under `name` on `queues`; say in Redis what this machine has warm and can do."""
     from celery import signals
 
-    def announce(**_):
-        with app.connection_for_write() as conn:
-            client = conn.default_channel.client
-            cache = workspace.cache_root()
-            builds, known = cache / "builds", _warm_file(cache)
-            keys = {p.name for p in builds.iterdir()} if builds.is_dir() else set()
-            keys |= set(known.read_text().split()) if known.exists() else set()
-            for key in sorted(keys):
-                client.sadd(_warm_key(key), name)
-            if BOOT_QUEUES["kvm"] in queues:
-                client.sadd("patchbench:can:kvm", name)
-        threading.Thread(target=_heartbeat, args=(app, name), name="patchbench-heartbeat", daemon=True).start()
+    def start_heartbeat(**_):
+        threading.Thread(target=_heartbeat, args=(app.conf.broker_url, name, queues), name="patchbench-heartbeat",
+                         daemon=True).start()
 
-    signals.worker_ready.connect(announce, weak=False)
+    signals.worker_ready.connect(start_heartbeat, weak=False)
+    # A job that finishes while the broker restarts keeps trying to store its result (every 10 s at
+    # most, for a few minutes) instead of failing with the connection's error.
+    app.conf.update(result_backend_always_retry=True, result_backend_max_retries=30)
     app.worker_main(["worker", "--hostname", name, "--queues", ",".join(queues), "--concurrency", "1",
                      "--pool", "prefork", "--without-gossip", "--without-mingle", "--loglevel", "warning",
                      *celery_args])
 
 
-def _heartbeat(app: Celery, name: str) -> None:
-    """Refresh this worker's liveness key until the process ends."""
-    with app.connection_for_write() as conn:
-        client = conn.default_channel.client
-        while True:
+def _announce(client: redis.Redis, name: str, queues: list[str]) -> None:
+    cache = workspace.cache_root()
+    builds, known = cache / "builds", _warm_file(cache)
+    keys = {p.name for p in builds.iterdir()} if builds.is_dir() else set()
+    keys |= set(known.read_text().split()) if known.exists() else set()
+    for key in sorted(keys):
+        client.sadd(_warm_key(key), name)
+    if BOOT_QUEUES["kvm"] in queues:
+        client.sadd("patchbench:can:kvm", name)
+
+
+def _heartbeat(broker: str, name: str, queues: list[str]) -> None:
+    """Refresh this worker's liveness key until the process ends. When the key is not there (the
+    first beat, or a broker restarted without its data) say again what this worker has warm."""
+    client = redis.Redis.from_url(broker, socket_connect_timeout=5, socket_timeout=5)
+    while True:
+        try:
+            if not client.exists(_alive_key(name)):
+                _announce(client, name, queues)
             client.set(_alive_key(name), str(time.time()), ex=ALIVE_SECONDS)
-            time.sleep(ALIVE_SECONDS / 3)
+        except (redis.RedisError, OSError):
+            pass   # the broker is away: Celery reconnects by itself, and this beats again once it is back
+        time.sleep(ALIVE_SECONDS / 3)
 
 
 @dataclass
@@ -183,6 +199,7 @@ class FarmRunner:
     timeout: float | None = None   # overall, None: the jobs' own timeouts plus margins
     tree_url: str | None = None    # where workers fetch the base (mirror.tree_url); None: the repository's path
     time_margin: float = TIME_MARGIN
+    broker_grace: float = BROKER_GRACE
     app: Celery = field(init=False)
 
     def __post_init__(self):
@@ -276,31 +293,51 @@ class FarmRunner:
     def _collect(self, units: list[_Unit], progress: PlainProgress) -> None:
         waiting = {unit.task_id: unit for unit in units}
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        broker = redis.Redis.from_url(self.broker, socket_connect_timeout=5, socket_timeout=5)
+        incarnation, away_since = broker.info("server")["run_id"], None
         while waiting:
-            for task_id, unit in list(waiting.items()):
-                async_result = self.app.AsyncResult(task_id)
-                state = async_result.state
-                if state == "SUCCESS":
-                    unit.results = [wire.result_from_dict(d) for d in async_result.get()]
-                elif state in ("FAILURE", "REVOKED"):
-                    reason = (f"timed out: killed at the farm's time limit of {unit.limit:.0f} s"
-                              if isinstance(async_result.result, TimeLimitExceeded)
-                              else f"farm task failed: {async_result.result!r}"[:300])
-                    unit.results = [JobResult(job.kind, job.patch, job.commit, "error", 0.0, reason=reason)
-                                    for job in unit.jobs]
-                elif state == "PENDING" and unit.worker and not self._live([unit.worker]):
-                    # Its warm worker stopped: the job sits in that worker's own queue. Send it again.
-                    unit.worker = None
-                    self._send(unit, shared_only=True)
-                    continue
-                else:
-                    continue
-                del waiting[task_id]
-                for result in unit.results:
-                    where = f" on {result.worker}" if result.worker else ""
-                    progress.start(result.scope or result.kind, result.patch, result.commit)
-                    progress.finish(result.status, (result.reason + where).strip())
+            try:
+                if broker.info("server")["run_id"] != incarnation:
+                    # Restarted without its data: the queued tasks and the results not yet collected are
+                    # gone. Send them again; a task still running on a worker stores the same result.
+                    incarnation = broker.info("server")["run_id"]
+                    for unit in waiting.values():
+                        unit.worker = None
+                        self._send(unit, shared_only=True)
+                self._poll(waiting, progress)
+                away_since = None
+            except (redis.RedisError, OSError, OperationalError) as exc:
+                away_since = away_since or time.monotonic()
+                if time.monotonic() - away_since > self.broker_grace:
+                    raise BadInput(f"lost the broker {self.broker} for {self.broker_grace:.0f} s: the results of "
+                                   f"{len(waiting)} of {len(units)} task(s) did not come ({exc})") from None
             if waiting:
                 if deadline is not None and time.monotonic() > deadline:
                     raise BadInput(f"the farm did not finish {len(waiting)} task(s) in {self.timeout:.0f} s")
                 time.sleep(POLL_SECONDS)
+
+    def _poll(self, waiting: dict[str, _Unit], progress: PlainProgress) -> None:
+        """Take the results that have come from `waiting` (task id -> unit), and report them."""
+        for task_id, unit in list(waiting.items()):
+            async_result = self.app.AsyncResult(task_id)
+            state = async_result.state
+            if state == "SUCCESS":
+                unit.results = [wire.result_from_dict(d) for d in async_result.get()]
+            elif state in ("FAILURE", "REVOKED"):
+                reason = (f"timed out: killed at the farm's time limit of {unit.limit:.0f} s"
+                          if isinstance(async_result.result, TimeLimitExceeded)
+                          else f"farm task failed: {async_result.result!r}"[:300])
+                unit.results = [JobResult(job.kind, job.patch, job.commit, "error", 0.0, reason=reason)
+                                for job in unit.jobs]
+            elif state == "PENDING" and unit.worker and not self._live([unit.worker]):
+                # Its warm worker stopped: the job sits in that worker's own queue. Send it again.
+                unit.worker = None
+                self._send(unit, shared_only=True)
+                continue
+            else:
+                continue
+            del waiting[task_id]
+            for result in unit.results:
+                where = f" on {result.worker}" if result.worker else ""
+                progress.start(result.scope or result.kind, result.patch, result.commit)
+                progress.finish(result.status, (result.reason + where).strip())
