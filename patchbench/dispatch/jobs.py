@@ -90,15 +90,15 @@ def in_repo(job: Job, repo: Path) -> Job:
 
 
 def commits_of(job: Job) -> tuple[set[str], set[str]]:
-    """(the commits `job` builds on, the commits it names): what a worker must have to run it."""
-    parents = {job.parent} if isinstance(job, (CheckJob, ObjectsJob)) else set()
-    commits = {job.commit}
-    if not isinstance(job, CheckJob):
-        parents.add(job.target.base)
+    """(the commits `job` builds on, the commits it names that were made on top of them): what a
+    worker must have to run it. A job on its base itself (nothing applied) names no commit of its own."""
+    if isinstance(job, CheckJob):
+        return {job.parent}, {job.commit} - {job.parent}
+    pairs = [(job.parent if isinstance(job, ObjectsJob) else job.target.base, job.commit)]
     if isinstance(job, BootJob):
-        parents |= {parent for _, parent, _ in job.patches}
-        commits |= {commit for _, _, commit in job.patches}
-    return parents, commits
+        pairs += [(parent, commit) for _, parent, commit in job.patches]
+    parents = {job.target.base} | {parent for parent, _ in pairs}
+    return parents, {commit for parent, commit in pairs if commit != parent}
 
 
 @dataclass
