@@ -8,6 +8,7 @@ build directories, ccache and mirrors of the trees under its cache (`PATCHBENCH_
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 
@@ -16,7 +17,9 @@ from patchbench.dispatch import farm, readiness, workspace
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("worker", help="run build, boot and check jobs from a Celery farm")
-    parser.add_argument("--broker", required=True, metavar="URL", help="the farm's Redis, redis://host:port/db")
+    parser.add_argument("--broker", default=os.environ.get("PATCHBENCH_BROKER"), metavar="URL",
+                        required="PATCHBENCH_BROKER" not in os.environ,
+                        help="the farm's Redis, redis://host:port/db (default: $PATCHBENCH_BROKER)")
     parser.add_argument("--name", default=f"patchbench@{socket.gethostname()}",
                         help="this worker's name, unique in the farm (default: patchbench@HOST)")
     parser.add_argument("--queues", metavar="Q,Q", default=None,
