@@ -1,9 +1,10 @@
-"""A farm worker's own copy of the submitter's commits (dispatch/mirror.py), with small real repositories:
-a bare "tree" served by file URL, a submitter's clone with a series on top, a worker cache that has
-neither. No broker: what a task carries, and what a worker does with it."""
+"""What a farm task carries and brings back, without a broker: a worker's own copy of the submitter's
+commits (dispatch/mirror.py), with small real repositories (a bare "tree" served by file URL, a
+submitter's clone with a series on top, a worker cache that has neither), and a result's log."""
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from dataclasses import replace
@@ -87,3 +88,22 @@ def test_a_path_is_used_in_place_and_one_the_worker_cannot_see_says_what_to_do(t
     elsewhere = replace(here, url=str(tmp_path / "not-on-this-worker"))
     with pytest.raises(mirror.FetchFailed, match="not a git repository on this worker .* --tree-url"):
         mirror.checkout_repo(elsewhere, tmp_path / "worker")
+
+
+def test_a_result_brings_its_log_back_and_a_long_one_its_end(tmp_path, monkeypatch):
+    from patchbench.dispatch.jobs import JobResult
+
+    worker_log = tmp_path / "worker" / "logs" / "farm" / "console-0123456789ab.log"
+    worker_log.parent.mkdir(parents=True)
+    worker_log.write_bytes(b"".join(b"[%8.3f] line %d\n" % (n / 1000, n) for n in range(20000)))
+    result = JobResult("boot", 1, "0123456789ab" * 3, "fail", 3.0, log=str(worker_log), worker="w1@far",
+                       fingerprint="BUG:skb_under_panic")
+    data = json.loads(json.dumps(wire.result_to_dict(result, with_log=True)))
+    back = wire.result_from_dict(data, tmp_path / "submitter-logs")
+    assert back.log == str(tmp_path / "submitter-logs" / "w1@far" / "console-0123456789ab.log")
+    assert Path(back.log).read_bytes() == worker_log.read_bytes()
+    assert (back.status, back.fingerprint, back.worker) == ("fail", "BUG:skb_under_panic", "w1@far")
+
+    monkeypatch.setattr(wire, "LOG_LIMIT", 1000)
+    data = json.loads(json.dumps(wire.result_to_dict(result, with_log=True)))
+    assert Path(wire.result_from_dict(data, tmp_path / "again").log).read_bytes() == worker_log.read_bytes()[-1000:]

@@ -115,7 +115,7 @@ def _run_jobs_task(task, jobs: list[dict], source: dict) -> list[dict]:
             result = JobResult(job.kind, job.patch, job.commit, "error", 0.0,
                                reason="timed out: stopped at the farm's soft time limit")
         result.worker = name
-        results.append(wire.result_to_dict(result))
+        results.append(wire.result_to_dict(result, with_log=True))
         if isinstance(job, (ObjectsJob, KernelJob)):
             _say_warm(task.app, key_of(job.target), name, cache)
     return results
@@ -215,7 +215,7 @@ class FarmRunner:
                 self.source = self._source(jobs)
             for unit in units:
                 self._send(unit)
-            self._collect(units, ctx.progress)
+            self._collect(units, ctx.progress, ctx.logs)
         finally:
             ctx.progress.close()
         results = [r for unit in units for r in unit.results or []]
@@ -290,7 +290,7 @@ class FarmRunner:
                            task_id=task_id, time_limit=unit.limit, soft_time_limit=unit.limit - self.time_margin / 2)
         unit.task_id, unit.sent = task_id, time.monotonic()
 
-    def _collect(self, units: list[_Unit], progress: PlainProgress) -> None:
+    def _collect(self, units: list[_Unit], progress: PlainProgress, logs: Path) -> None:
         waiting = {unit.task_id: unit for unit in units}
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         broker = redis.Redis.from_url(self.broker, socket_connect_timeout=5, socket_timeout=5)
@@ -304,7 +304,7 @@ class FarmRunner:
                     for unit in waiting.values():
                         unit.worker = None
                         self._send(unit, shared_only=True)
-                self._poll(waiting, progress)
+                self._poll(waiting, progress, logs)
                 away_since = None
             except (redis.RedisError, OSError, OperationalError) as exc:
                 away_since = away_since or time.monotonic()
@@ -316,13 +316,13 @@ class FarmRunner:
                     raise BadInput(f"the farm did not finish {len(waiting)} task(s) in {self.timeout:.0f} s")
                 time.sleep(POLL_SECONDS)
 
-    def _poll(self, waiting: dict[str, _Unit], progress: PlainProgress) -> None:
-        """Take the results that have come from `waiting` (task id -> unit), and report them."""
+    def _poll(self, waiting: dict[str, _Unit], progress: PlainProgress, logs: Path) -> None:
+        """Take the results that have come for `waiting` (task id -> unit), their logs into `logs`; report them."""
         for task_id, unit in list(waiting.items()):
             async_result = self.app.AsyncResult(task_id)
             state = async_result.state
             if state == "SUCCESS":
-                unit.results = [wire.result_from_dict(d) for d in async_result.get()]
+                unit.results = [wire.result_from_dict(d, logs) for d in async_result.get()]
             elif state in ("FAILURE", "REVOKED"):
                 reason = (f"timed out: killed at the farm's time limit of {unit.limit:.0f} s"
                           if isinstance(async_result.result, TimeLimitExceeded)
