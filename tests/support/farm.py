@@ -105,9 +105,11 @@ class Workers:
             # The host's home stays (Python may be installed there); its caches (kernel trees, call
             # index, build directories) go.
             hide = ["--tmpfs", "/tmp", "--tmpfs", str(Path.home() / ".cache")]
-            argv = [shutil.which("bwrap"), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *hide,
-                    "--bind", str(home), str(home), *(arg for path in alone for arg in ("--ro-bind", path, path)),
-                    "--die-with-parent", *argv]
+            # The host's /proc and /dev as they are: a worker's own bubblewrap (around a build) could not
+            # mount a proc inside a second one; QEMU wants /dev/kvm.
+            argv = [shutil.which("bwrap"), "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--bind", "/proc",
+                    "/proc", *hide, "--bind", str(home), str(home),
+                    *(arg for path in alone for arg in ("--ro-bind", path, path)), "--die-with-parent", *argv]
         with open(self.root / f"{name}.log", "w") as log:
             self.procs[name] = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
                                                 start_new_session=True)
