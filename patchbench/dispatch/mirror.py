@@ -79,6 +79,11 @@ def _bundle(repo: Path, commits: list[str], bases: tuple[str, ...]) -> bytes:
         return (Path(tmp) / "series.bundle").read_bytes()
 
 
+# (mirror, commit, tree) found there by this process: a mirror only gains objects, so the next task
+# of a run (the same commits) costs no git call.
+_CHECKED: set[tuple[Path, str, str]] = set()
+
+
 def checkout_repo(source: Source, cache: Path) -> Path:
     """The repository this worker runs the jobs in, holding every commit of `source` with the tree
     the submitter applied; FetchFailed when it cannot have them."""
@@ -87,12 +92,18 @@ def checkout_repo(source: Source, cache: Path) -> Path:
         if not (repo / ".git").exists() and not (repo / "HEAD").is_file():
             raise FetchFailed(f"{source.url} is not a git repository on this worker (it shares no file system "
                               "with the submitter: give the submitter --tree-url or git config patchbench.tree-url)")
-    else:
-        repo = cache / "mirrors" / (hashlib.sha256(source.url.encode()).hexdigest()[:16] + ".git")
-        with _locked(repo):
-            _fill(repo, source)
+        _verify(repo, source)
+        return repo
+    repo = cache / "mirrors" / (hashlib.sha256(source.url.encode()).hexdigest()[:16] + ".git")
+    wanted = {(repo, commit, tree) for commit, tree in source.trees}
+    if wanted <= _CHECKED:
+        return repo
+    with _locked(repo):
+        _fill(repo, source)
     _verify(repo, source)
+    _CHECKED.update(wanted)
     return repo
+
 
 
 @contextmanager
