@@ -24,7 +24,6 @@ import pytest
 
 from patchbench.dispatch.farm import make_app
 from tests.conftest import require_tool
-from tests.support import kernel
 from tests.support.farm import Workers, redis_server, seed_index, served_copy
 from tests.support.git_series import git
 from tests.support.ring_series import TUN_HELPER_UNLOCKED_PATH, commit_series, make_series, tun_patch
