@@ -24,6 +24,7 @@ import pytest
 
 from patchbench.dispatch.farm import make_app
 from tests.conftest import require_tool
+from tests.support import kernel
 from tests.support.farm import Workers, redis_server, seed_index, served_copy
 from tests.support.git_series import git
 from tests.support.ring_series import TUN_HELPER_UNLOCKED_PATH, commit_series, make_series, tun_patch
@@ -171,5 +172,42 @@ def test_the_bot_on_remote_workers_posts_the_local_checks(setup, patchwork_spec,
             assert set(checks) == expected_checks(series, setup, incomplete_reported=True)
             assert "on w1@bot" in done.stderr or "on w2@bot" in done.stderr
             assert pw.violations == []
+        finally:
+            workers.stop()
+
+
+@pytest.mark.slow
+def test_a_remote_worker_killed_mid_build_loses_nothing(kernel_tree, served, tmp_path):
+    """The planted warning-series' touched-object builds on two cold remote workers; w1 is killed
+    while it configures or compiles, and its job runs again on w2 (after the visibility timeout)."""
+    from tests.support.planted import plant
+
+    for tool in ("redis-server", "bwrap", "make", "gcc", "ccache", "flex", "bison", "bc"):
+        require_tool(tool)
+    base = kernel.base_commit(kernel_tree)
+    head, _ = plant(kernel_tree, "warning-series", base)
+
+    def build(*extra: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "patchbench", "build", f"{base}..{head}", "--tree",
+                                 str(kernel_tree), "--format", "json", "--results", str(tmp_path / "r.sqlite"),
+                                 *extra], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def same(report: str) -> list[dict]:
+        return [{k: v for k, v in job.items() if k not in ("seconds", "log", "worker")}
+                for job in json.loads(report)["jobs"]]
+    local_out, local_err = build().communicate(timeout=3600)
+    with redis_server(tmp_path) as broker:
+        workers = Workers(broker, tmp_path, visibility_timeout=240)   # longer than a cold build here
+        try:
+            for name in ("w1@remote", "w2@remote"):
+                workers.start(name, alone=(served,))
+            proc = build("--runner", "celery", "--broker", broker, "--tree-url", served.as_uri())
+            victim = _started_on(broker, "w1@remote", proc)
+            time.sleep(15)
+            workers.kill("w1@remote")
+            farm_out, farm_err = proc.communicate(timeout=3600)
+            assert proc.returncode == 1, farm_err   # the planted warnings, as locally
+            assert same(farm_out) == same(local_out), farm_err
+            assert [r["worker"] for r in make_app(broker).AsyncResult(victim).get(timeout=10)] == ["w2@remote"]
         finally:
             workers.stop()
