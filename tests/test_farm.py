@@ -8,8 +8,11 @@ runner's result for the same job.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import threading
@@ -17,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 
 from patchbench.cli import main
 from patchbench.dispatch.build import Context
@@ -24,10 +28,11 @@ from patchbench.dispatch.farm import FarmRunner
 from patchbench.dispatch.progress import PlainProgress
 from patchbench.dispatch.runner import check_jobs, execute
 from patchbench.dispatch.store import ResultStore
+from patchbench.errors import BadInput
 from patchbench.tree import AppliedPatch, ApplyResult
 from tests.conftest import require_tool
 from tests.support import kernel
-from tests.support.farm import Workers, free_port, redis_server
+from tests.support.farm import RedisServer, Workers, free_port, redis_server
 from tests.support.git_series import git
 from tests.support.ring_series import TUN_HELPER_UNLOCKED_PATH, commit_series, make_series, tun_patch
 
@@ -125,6 +130,97 @@ def test_killed_worker_loses_no_job_and_stores_each_result_once(series_commits, 
 def _id(job) -> str:
     from patchbench.dispatch.wire import job_id
     return job_id(job)
+
+
+def test_a_job_past_the_hard_time_limit_is_killed_reported_as_a_timeout_and_the_next_job_runs(
+        series_commits, workers, broker, tmp_path, monkeypatch):
+    """The first job's process is stopped (SIGSTOP: as stuck as a process in an uninterruptible wait,
+    deaf to the soft limit's signal); Celery kills it at the hard limit, the worker goes on."""
+    repo, base, applied = series_commits
+    monkeypatch.setenv("PATCHBENCH_CACHE", str(tmp_path / "local"))
+    stuck, after = check_jobs(applied)[:2]
+    stuck = dataclasses.replace(stuck, timeout=2.0)
+    workers.start("w1@test")
+    runner = FarmRunner(broker, timeout=300, time_margin=4.0)   # the stuck job's hard limit: 2 + 4 s
+    ctx = Context(cache=tmp_path / "submitter", logs=tmp_path / "logs", progress=PlainProgress(sys.stderr))
+    out: dict = {}
+    submit = threading.Thread(target=lambda: out.update(results=runner.run([stuck, after], ctx)))
+    submit.start()
+    client = runner.app.backend.client
+    deadline = time.monotonic() + 60
+    while True:
+        assert time.monotonic() < deadline, "the first job never started"
+        metas = [json.loads(client.get(key)) for key in client.scan_iter("celery-task-meta-*")]
+        started = [m for m in metas if m["status"] == "STARTED" and m["task_id"].startswith(f"pb-{_id(stuck)}")]
+        if started:
+            os.kill(started[0]["result"]["pid"], signal.SIGSTOP)
+            break
+        time.sleep(0.02)
+    started_at = time.monotonic()
+    submit.join(timeout=300)
+    assert not submit.is_alive()
+    timed_out, next_one = out["results"]
+    assert (timed_out.status, timed_out.reason) == ("error", "timed out: killed at the farm's time limit of 6 s")
+    assert time.monotonic() - started_at < 120   # killed at the limit, not at the visibility timeout's redelivery
+    assert next_one.worker == "w1@test" and _comparable(next_one) == _comparable(execute(after, None))
+
+
+def test_a_broker_restarted_mid_run_loses_no_job_and_one_that_stays_away_ends_the_run(series_commits, tmp_path,
+                                                                                       monkeypatch):
+    """Redis without persistence, as the README starts it: a restart loses the queues and the results."""
+    require_tool("redis-server")
+    repo, base, applied = series_commits
+    monkeypatch.setenv("PATCHBENCH_CACHE", str(tmp_path / "local"))
+    jobs = check_jobs(applied)[:4]
+    local = [execute(job, None) for job in jobs]
+    server = RedisServer(tmp_path)
+    server.start()
+    workers = Workers(server.url, tmp_path)
+    ctx = Context(cache=tmp_path / "submitter", logs=tmp_path / "logs", progress=PlainProgress(sys.stderr))
+
+    def submit(runner: FarmRunner, out: dict) -> threading.Thread:
+        def run():
+            try:
+                out["results"] = runner.run(jobs, ctx)
+            except Exception as exc:
+                out["error"] = exc
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    def wait_for(status: str) -> None:
+        client = redis.Redis.from_url(server.url)
+        deadline = time.monotonic() + 120
+        while not any(json.loads(client.get(key) or "{}").get("status") == status
+                      for key in client.scan_iter("celery-task-meta-*")):
+            assert time.monotonic() < deadline, f"no task reached {status}"
+            time.sleep(0.05)
+    try:
+        workers.start("w1@test")
+        out: dict = {}
+        thread = submit(FarmRunner(server.url, timeout=600), out)
+        wait_for("SUCCESS")   # a result stored, the other tasks queued or running: then the restart
+        server.stop()
+        time.sleep(1)
+        server.start()
+        thread.join(timeout=600)
+        assert not thread.is_alive() and "error" not in out, out.get("error")
+        assert [_comparable(r) for r in out["results"]] == [_comparable(r) for r in local]
+
+        out = {}
+        thread = submit(FarmRunner(server.url, timeout=600, broker_grace=3.0), out)
+        wait_for("STARTED")
+        server.stop()
+        started = time.monotonic()
+        thread.join(timeout=60)
+        assert not thread.is_alive() and time.monotonic() - started < 30
+        assert isinstance(out["error"], BadInput)
+        assert re.fullmatch(rf"lost the broker {server.url} for 3 s: the results of [1-4] of 4 task\(s\) did not "
+                            r"come \(.*\)", str(out["error"]))
+    finally:
+        workers.stop()
+        if server.proc.poll() is None:
+            server.stop()
 
 
 def test_check_on_the_farm_prints_the_local_report(kernel_clone, workers, broker, tmp_path, capsys, monkeypatch):

@@ -168,7 +168,7 @@ def _options(project: Project) -> dict:
     """`run`'s dispatch options from the project's build table (TOML gives strings for paths)."""
     options = {"config": [], "sparse": False, "no_sandbox": False, "build_timeout": 3600.0,
                "boot_timeout": 60.0, "cache": None, "results": None, "logs": None, "runner": "local",
-               "broker": None, **project.build_options}
+               "broker": None, "tree_url": None, **project.build_options}
     options["config"] = [Path(fragment) for fragment in options["config"]]
     for key in ("cache", "results", "logs"):
         options[key] = Path(options[key]) if options[key] else None

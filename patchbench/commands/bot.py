@@ -138,7 +138,8 @@ def project_config(args):
     mail_wanted = bool(args.smtp or args.maildir)
     build_options = dict(table.get("build", {}))
     if args.runner != "local" or "runner" not in build_options:   # the flags (or their environment) win
-        build_options.update(runner=args.runner, broker=args.broker or build_options.get("broker"))
+        build_options.update(runner=args.runner, broker=args.broker or build_options.get("broker"),
+                             tree_url=args.tree_url or build_options.get("tree_url"))
     return Project(name=args.project, trees=dict(table.get("trees", {})), stages=tuple(stages),
                    wait_incomplete=float(wait), mail=mail_wanted and table.get("mail", True),
                    mail_to=list(table.get("mail_to", [])), build_options=build_options)

@@ -60,7 +60,7 @@ def make_runner(args, store: ResultStore | None):
         raise BadInput("--runner celery needs --broker redis://HOST:PORT/DB (or PATCHBENCH_BROKER)")
     from patchbench.dispatch.farm import FarmRunner   # Celery is imported only when a farm is used
 
-    return FarmRunner(args.broker, store)
+    return FarmRunner(args.broker, store, tree_url=getattr(args, "tree_url", None))
 
 
 def check_on_runner(applied: ApplyResult, args) -> SeriesCheck:

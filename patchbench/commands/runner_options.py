@@ -13,3 +13,7 @@ def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where jobs run: this machine, or a Celery farm (default: $PATCHBENCH_RUNNER or local)")
     parser.add_argument("--broker", default=os.environ.get("PATCHBENCH_BROKER"), metavar="URL",
                         help="the farm's Redis for --runner celery (default: $PATCHBENCH_BROKER)")
+    parser.add_argument("--tree-url", default=None, metavar="URL",
+                        help="where farm workers fetch the base commits (the series' own go with each job); "
+                             "default: git config patchbench.tree-url of the tree, else its path (workers then "
+                             "need the same file system)")

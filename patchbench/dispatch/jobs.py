@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from patchbench.dispatch.coverage import FunctionCoverage, coverage_json
@@ -80,6 +80,25 @@ Job = ObjectsJob | KernelJob | BootJob | CheckJob
 
 def repo_of(job: Job) -> Path:
     return job.repo if isinstance(job, CheckJob) else job.target.repo
+
+
+def in_repo(job: Job, repo: Path) -> Job:
+    """The same job, run in `repo` (a farm worker's own copy of the submitter's repository)."""
+    if isinstance(job, CheckJob):
+        return replace(job, repo=repo)
+    return replace(job, target=replace(job.target, repo=repo))
+
+
+def commits_of(job: Job) -> tuple[set[str], set[str]]:
+    """(the commits `job` builds on, the commits it names that were made on top of them): what a
+    worker must have to run it. A job on its base itself (nothing applied) names no commit of its own."""
+    if isinstance(job, CheckJob):
+        return {job.parent}, {job.commit} - {job.parent}
+    pairs = [(job.parent if isinstance(job, ObjectsJob) else job.target.base, job.commit)]
+    if isinstance(job, BootJob):
+        pairs += [(parent, commit) for _, parent, commit in job.patches]
+    parents = {job.target.base} | {parent for parent, _ in pairs}
+    return parents, {commit for parent, commit in pairs if commit != parent}
 
 
 @dataclass

@@ -13,6 +13,7 @@ from patchbench.dispatch.jobs import BootJob, CheckJob, Job, JobResult, KernelJo
 from patchbench.dispatch.kselftest import Selection
 from patchbench.dispatch.store import ResultStore
 from patchbench.dispatch.wire import job_id
+from patchbench.errors import CheckFailed
 from patchbench.tree import AppliedPatch, ApplyResult
 
 if TYPE_CHECKING:
@@ -52,8 +53,15 @@ def check_jobs(applied: ApplyResult) -> list[CheckJob]:
 
 
 def series_check(applied: ApplyResult, results: list[JobResult]) -> SeriesCheck:
-    """The series' check assembled from its check jobs' results, as check_applied would give it."""
+    """The series' check assembled from its check jobs' results, as check_applied would give it; a
+    job that could not run (its worker could not fetch the tree, the farm's time limit) is CheckFailed,
+    never a patch with nothing found."""
     from patchbench.checks.run.series import PatchCheck, SeriesCheck
+
+    for result in results:
+        if result.status == "error":
+            where = f" on {result.worker}" if result.worker else ""
+            raise CheckFailed(f"patch {result.patch} was not checked{where}: {result.reason}")
 
     patches = [PatchCheck(r.patch, r.commit, r.objects, r.findings) for r in results]
     for patch in patches:

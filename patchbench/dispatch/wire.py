@@ -3,14 +3,17 @@
 Only JSON crosses the broker (never pickle: a broker is shared, and unpickling runs code). A config
 fragment travels as its text, not its path: the worker writes it into its own cache, so the build
 key (which hashes the text) is the same on both sides. A job's id is a digest of its JSON: the same
-job submitted twice, or run twice after a worker died, is stored once.
+job submitted twice, or run twice after a worker died, is stored once. The series' commits travel as
+a git bundle, base64 in the JSON (see mirror.Source); a job's log comes back with its result.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import json
+import zlib
 from pathlib import Path
 
 from patchbench.checks.engine.finding import Finding
@@ -18,7 +21,10 @@ from patchbench.dispatch.coverage import FunctionCoverage
 from patchbench.dispatch.jobs import BootJob, CheckJob, Job, JobResult, KernelJob, ObjectsJob, Target
 from patchbench.dispatch.kconfig import NETDEV_FRAGMENT, KernelConfig
 from patchbench.dispatch.kselftest import KselftestResult, Selection
+from patchbench.dispatch.mirror import Source
 from patchbench.dispatch.warnings import Diagnostic
+
+LOG_LIMIT = 4 * 2**20             # bytes of a job's log sent back from a worker
 
 _JOB_TYPES = {cls.__name__: cls for cls in (ObjectsJob, KernelJob, BootJob, CheckJob)}
 
@@ -87,15 +93,39 @@ def job_id(job: Job) -> str:
     return hashlib.sha1(json.dumps(job_to_dict(job), sort_keys=True).encode()).hexdigest()[:20]
 
 
-def result_to_dict(result: JobResult) -> dict:
-    return dataclasses.asdict(result)
+def result_to_dict(result: JobResult, with_log: bool = False) -> dict:
+    """`with_log`: the job's log (build log, boot console) goes along, compressed; its last LOG_LIMIT
+    bytes when longer (where a build or a boot failed)."""
+    data = dataclasses.asdict(result)
+    if with_log and result.log and Path(result.log).is_file():
+        with open(result.log, "rb") as log:
+            log.seek(max(0, log.seek(0, 2) - LOG_LIMIT))
+            data["log_data"] = base64.b64encode(zlib.compress(log.read())).decode()
+    return data
 
 
-def result_from_dict(data: dict) -> JobResult:
+def result_from_dict(data: dict, logs: Path | None = None) -> JobResult:
+    """A result from JSON; a log that came with it is written under `logs`/<worker>/ and named there."""
     data = dict(data)
+    sent = data.pop("log_data", None)
+    if sent is not None and logs is not None:
+        path = logs / (data["worker"] or "farm") / Path(data["log"]).name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(zlib.decompressobj().decompress(base64.b64decode(sent), LOG_LIMIT))
+        data["log"] = str(path)
     for name in ("new_warnings", "fixed_warnings"):
         data[name] = [Diagnostic(**d) for d in data[name]]
     data["kselftests"] = [KselftestResult(**k) for k in data["kselftests"]]
     data["coverage"] = [FunctionCoverage(**c) for c in data["coverage"]]
     data["findings"] = [Finding.from_dict(f) for f in data["findings"]]
     return JobResult(**data)
+
+
+def source_to_dict(source: Source) -> dict:
+    return {"url": source.url, "bases": list(source.bases), "bundle": base64.b64encode(source.bundle).decode(),
+            "trees": [list(pair) for pair in source.trees]}
+
+
+def source_from_dict(data: dict) -> Source:
+    return Source(data["url"], tuple(data["bases"]), base64.b64decode(data["bundle"]),
+                  tuple(tuple(pair) for pair in data["trees"]))

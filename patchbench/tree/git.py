@@ -81,14 +81,19 @@ class Git:
         return BlobReader(self)
 
     def run(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None,
-            check: bool = True) -> tuple[int, str, str]:
-        """(returncode, stdout, stderr); raises GitFailed on a non-zero exit when `check`."""
+            check: bool = True, timeout: float | None = None) -> tuple[int, str, str]:
+        """(returncode, stdout, stderr); raises GitFailed on a non-zero exit when `check`, and
+        always when it runs longer than `timeout` seconds (a fetch from a server that stalls)."""
         argv = ["git", *args]
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 env={**self.env, **(env or {})}, cwd=self.cwd)
         try:
-            out, err = proc.communicate(input)
+            out, err = proc.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise GitFailed(list(args), -9, f"timed out after {timeout:.0f} s") from None
         except BaseException:
             # Ctrl-C or SIGTERM: let git remove its own lock files (it does on SIGTERM, not on SIGKILL).
             proc.terminate()
