@@ -44,9 +44,9 @@ def add_parser(subparsers) -> None:
 def add_check_arguments(parser) -> None:
     """--checks and the checks' options: `check` and `run` take these."""
     parser.add_argument("--checks", metavar="LIST", default="all",
-                        help="comma-separated rule and check ids, or 'rules' (the static rules), 'netdev' "
-                             "(signoff, fixes-tag, checkpatch, maintainers, kdoc, series-shape, source-hygiene), "
-                             "'all' (default)")
+                        help="comma-separated rule and check ids, or 'rules' (the default static rules), "
+                             "'netdev' (the per-patch checks that do not build), 'builds' (32-bit, clang, "
+                             "tools and ynl builds), 'all' (default: rules and netdev)")
     parser.add_argument("--checkpatch-strict", action="store_true", help="run checkpatch.pl with --strict")
     parser.add_argument("--explain", action="store_true",
                         help="with each finding, what decided it (the ways into its function, ...)")
