@@ -106,5 +106,7 @@ def test_the_rule_runs_only_when_named(capsys):
     assert main(["lint", "--format", "terse", "--no-cache", "--rules", RULE, str(FIXTURE_DIR)]) == 1
     lines = capsys.readouterr().out.strip().splitlines()
     assert [line.split(": ")[2] for line in lines] == [RULE, RULE]
+    assert main(["lint", "--rules", RULE, str(FIXTURE_DIR)]) == 1
+    assert "Checked 2 C files, 1 rule in " in capsys.readouterr().out
     assert main(["lint", "--rules", "no-such-rule", str(FIXTURE_DIR)]) == 2
     assert capsys.readouterr().err.startswith("patchbench: error: --rules: unknown rule 'no-such-rule'")

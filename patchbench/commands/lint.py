@@ -132,7 +132,8 @@ def run(args) -> int:
     files = c_files(args.paths)
     with Progress("lint", args.format) as progress:
         findings = lint_files(files, max(1, args.jobs), not args.no_cache, progress, rule_ids)
-    output = render(lint_report(findings, files, time.monotonic() - started), args.format, args.explain)
+    output = render(lint_report(findings, files, time.monotonic() - started, sorted(rule_ids) if rule_ids else None),
+                    args.format, args.explain)
     if output:
         print(output)
     return 1 if findings else 0

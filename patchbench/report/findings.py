@@ -125,7 +125,9 @@ def series_report(series: Series, applied: ApplyResult, checked: SeriesCheck,
                   Checked(len(checked.patches), files, _rule_ids(), seconds), checks or [])
 
 
-def lint_report(findings: list[Finding], files: list[str], seconds: float | None = None) -> Report:
+def lint_report(findings: list[Finding], files: list[str], seconds: float | None = None,
+                rule_ids: list[str] | None = None) -> Report:
+    """The report of a lint; `rule_ids`: the rules run (default: the default rules)."""
     sources: dict[str, bytes | None] = {}
     for path in dict.fromkeys(f.file for f in findings):
         try:
@@ -133,7 +135,7 @@ def lint_report(findings: list[Finding], files: list[str], seconds: float | None
         except OSError:
             sources[path] = None   # gone since it was analysed: shown without its lines
     contexts = [context(f, sources[f.file]) for f in findings]
-    return Report(findings, contexts, checked=Checked(0, files, _rule_ids(), seconds))
+    return Report(findings, contexts, checked=Checked(0, files, rule_ids or _rule_ids(), seconds))
 
 
 def _rule_ids() -> list[str]:
