@@ -24,7 +24,7 @@ import redis
 
 from patchbench.cli import main
 from patchbench.dispatch.build import Context
-from patchbench.dispatch.farm import FarmRunner
+from patchbench.dispatch.farm import CHECK_QUEUE, FarmRunner
 from patchbench.dispatch.progress import PlainProgress
 from patchbench.dispatch.runner import check_jobs, execute
 from patchbench.dispatch.store import ResultStore
@@ -207,9 +207,16 @@ def test_a_broker_restarted_mid_run_loses_no_job_and_one_that_stays_away_ends_th
         assert not thread.is_alive() and "error" not in out, out.get("error")
         assert [_comparable(r) for r in out["results"]] == [_comparable(r) for r in local]
 
+        # no worker now: the tasks wait in the queue (a worker would answer these jobs from what it
+        # checked above at once, before the broker could be stopped under them)
+        workers.stop()
         out = {}
         thread = submit(FarmRunner(server.url, timeout=600, broker_grace=3.0), out)
-        wait_for("STARTED")
+        client = redis.Redis.from_url(server.url)
+        deadline = time.monotonic() + 120
+        while not client.llen(CHECK_QUEUE):
+            assert time.monotonic() < deadline, "no task was queued"
+            time.sleep(0.05)
         server.stop()
         started = time.monotonic()
         thread.join(timeout=60)
