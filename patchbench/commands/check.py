@@ -57,12 +57,10 @@ def _static_rules(args, applied: ApplyResult, rules: set[str]) -> tuple[SeriesCh
     start = time.monotonic()
     if not rules:
         checked = SeriesCheck(applied.base, [PatchCheck(p.index, p.commit, []) for p in applied.applied])
-    elif rules - set(registry.default_rule_ids()) and getattr(args, "runner", "local") != "local":
-        raise BadInput("--checks: the rules run only when named do not run on a farm yet (--runner local)")
     elif getattr(args, "runner", "local") == "local":   # callers other than check/run have no farm
         # a rule run only when named widens what is computed; otherwise the default rules (cached)
-        extra = rules - set(registry.default_rule_ids())
-        checked = check_applied(applied, rule_ids=frozenset(rules) if extra else None)
+        named_only = rules - set(registry.default_rule_ids())
+        checked = check_applied(applied, rule_ids=frozenset(rules) if named_only else None)
     else:
         from patchbench.commands.build import check_on_runner   # the dispatch stage, only for a farm
 
@@ -81,6 +79,9 @@ def apply_and_check(args) -> CheckRun:
     started = time.monotonic()
     rules, check_ids = patchchecks.select(getattr(args, "checks", "all"), [rule.ID for rule in registry.rules()],
                                           registry.default_rule_ids())
+    if rules - set(registry.default_rule_ids()) and getattr(args, "runner", "local") != "local":
+        # said before anything is applied
+        raise BadInput("--checks: the rules run only when named do not run on a farm yet (--runner local)")
     with Progress("check", args.format) as progress:
         progress.stage("reading and applying the series")
         series, applied = apply_from_args(args)

@@ -117,12 +117,13 @@ def _selected_rules(spec: str) -> frozenset[str] | None:
     if not spec:
         return None
     named = frozenset(part.strip() for part in spec.split(",") if part.strip())
+    if not named:
+        raise BadInput("--rules: no rule named")
     if "all" in named:
         return frozenset(known)
     unknown = sorted(named - set(known))
-    if unknown or not named:
-        raise BadInput(f"--rules: unknown rule {unknown[0]!r} (known: all, {', '.join(known)})" if unknown
-                       else "--rules: no rule named")
+    if unknown:
+        raise BadInput(f"--rules: unknown rule {unknown[0]!r} (known: all, {', '.join(known)})")
     return named
 
 

@@ -13,30 +13,32 @@ not RCU readers or BH/preemption/IRQ-off sections.
 
 Accesses that are not counted at all: those of functions the kernel reaches only before the object
 is published or after it is withdrawn (probe, ndo_init, pernet init, and their teardown
-counterparts: [lock_consistency] unpublished), directly or through in-file callers reached only
-from them (and a helper's calls from such functions do not decide what its entry holds, when its
-other calls hold the lock); and those through a variable the function itself set to new memory (an allocator of
-[rcu.private]), which no other context can see yet.
+counterparts: [lock_consistency] unpublished), directly or through in-file callers reached only from
+them (and a helper's calls from such functions do not decide what its entry holds, when its other
+calls hold the lock); and those through a variable the function itself set to new memory (an
+allocator of [rcu.private]), or of a struct on the function's stack (`hook.list`), which no other
+context can see.
 
 The **belief**: lock L protects field F where, among the counted accesses of F in the file's *other*
 functions, at least MIN_OTHERS hold L, in at least MIN_FUNCTIONS functions, and they are at least
 MIN_SHARE of them. What is reported is a **structure** access of such a field without L on every
 path reaching it: the field handed as the head to a primitive that changes or walks a linked
 structure (list_add(e, head), __skb_queue_tail(head, skb), list_for_each_entry(pos, head, m):
-[lock_consistency] heads), where a race corrupts the structure or follows a freed node. Other accesses (a counter, a flag, a
-configuration value read on the data path) are evidence only: without the lock they race, but do
-not by themselves crash. One verdict per function and field (its first such access), and only
-where the function's ways in are all known (registered in a context the facts table knows, or
-static with every caller in the file, whose own ways are known), or L is a static variable of the
-file that no other file can hold and the function is static itself (other files reach it only
-through this file's functions) with no registration in a context the facts table does not know:
-a function other files may call could be called with L held.
-Accesses in functions of unknown ways in count as evidence only when they hold L.
+[lock_consistency] heads), where a race corrupts the structure or follows a freed node. Other
+accesses (a counter, a flag, a configuration value read on the data path) are evidence only: without
+the lock they race, but do not by themselves crash. One verdict per function and field (its first
+such access), and only where the function's ways in are all known (registered in a context the facts
+table knows, or static with every caller in the file, whose own ways are known), or L is a static
+variable of the file that no other file can hold and the function is static itself (other files
+reach it only through this file's functions) with no registration in a context the facts table does
+not know: a function other files may call could be called with L held. Accesses in functions of
+unknown ways in count as evidence only when they hold L.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 import tree_sitter
@@ -154,21 +156,19 @@ def _file_static(model: FileModel, lock: str) -> bool:
     return "." not in lock and " " not in lock and declared.search(model.source) is not None
 
 
+def _holders(accesses: list[Access]) -> Counter:
+    """How many of the accesses hold each lock."""
+    return Counter(lock for access in accesses for lock in access.held)
+
+
 def _shared_locks(accesses: list[Access]) -> set[str]:
     """The locks the belief would name as well: held by MIN_SHARE of the accesses."""
-    counts: dict[str, int] = {}
-    for access in accesses:
-        for lock in access.held:
-            counts[lock] = counts.get(lock, 0) + 1
-    return {lock for lock, count in counts.items() if count >= MIN_SHARE * len(accesses)}
+    return {lock for lock, count in _holders(accesses).items() if count >= MIN_SHARE * len(accesses)}
 
 
 def _majority(accesses: list[Access]) -> tuple[str | None, list[Access]]:
     """The lock most of the accesses hold (ties: the first key), and those accesses."""
-    counts: dict[str, int] = {}
-    for access in accesses:
-        for lock in access.held:
-            counts[lock] = counts.get(lock, 0) + 1
+    counts = _holders(accesses)
     if not counts:
         return None, []
     lock = min(counts, key=lambda k: (-counts[k], k))
@@ -209,8 +209,8 @@ def _accesses(model: FileModel) -> tuple[list[Access], dict[str, summaries.Summa
     lock_keys = {key for function in model.functions.values() for call in function.calls
                  for key in _lock_arguments(model, function, call)}
     structures = {key for found in spotted.values() for key, _, kind, _ in found if kind == "structure"}
-    wanted = {key for key, count in _counts(spotted).items()
-              if count > MIN_OTHERS and key in structures and key not in lock_keys}
+    counts = Counter(key for found in spotted.values() for key, _, _, _ in found)
+    wanted = {key for key, count in counts.items() if count > MIN_OTHERS and key in structures and key not in lock_keys}
     users = {name for name, found in spotted.items() if any(key in wanted for key, _, _, _ in found)
              and not calling.only_reached_from(model, name, _UNPUBLISHED)}
     if not users:
@@ -234,14 +234,6 @@ def _accesses(model: FileModel) -> tuple[list[Access], dict[str, summaries.Summa
             paths = tuple(sorted({_path_locks(state) for state in states}, key=sorted))
             accesses.append(Access(name, key, node, kind, call, frozenset(spelled), paths, spelled, known))
     return accesses, results
-
-
-def _counts(spotted: dict[str, list[tuple[str, tree_sitter.Node, str, str]]]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for found in spotted.values():
-        for key, _, _, _ in found:
-            counts[key] = counts.get(key, 0) + 1
-    return counts
 
 
 def _transfer(model: FileModel, results: dict) -> locks.LockTransfer:
