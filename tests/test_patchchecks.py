@@ -24,7 +24,7 @@ from tests.support.netdev_series import (ADA, SAM, TAP, TAP_ANCHOR, TAP_LEN, TAP
                                          TUN_COUNT, TUN_COUNT_HOLD, TUN_COUNT_UNDOCUMENTED, Change, fixes_targets,
                                          mail_series)
 
-NETDEV = ["check-selftest", "checkpatch", "fixes-tag", "kdoc", "maintainers", "ruff", "series-shape", "shellcheck",
+NETDEV = ["check-selftest", "checkpatch", "fixes-tag", "kdoc", "maintainers", "pylint", "ruff", "series-shape", "shellcheck",
           "signed", "signoff", "source-hygiene", "yamllint"]
 OTHER = "Olga Other <olga@example.org>"
 pytestmark = pytest.mark.kernel

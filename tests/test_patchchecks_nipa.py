@@ -1,4 +1,4 @@
-"""NIPA's static per-patch checks (check-selftest, shellcheck, ruff, yamllint, signed) on series of
+"""NIPA's static per-patch checks (check-selftest, shellcheck, ruff, pylint, yamllint, signed) on series of
 our own writing: on a small kernel-shaped tree the test makes, each fires on its planted problem on
 the right patch, each runs alone with --checks, and what a patch only moves is not reported.
 """
@@ -46,7 +46,7 @@ TOOL_PY = "# SPDX-License-Identifier: GPL-2.0\nimport os\n\n\ndef main():\n    r
 SPEC = "Documentation/netlink/specs/pbdemo.yaml"
 SPEC_YAML = "---\nname: pbdemo\ndoc: A family for the tests.\noperations:\n  list:\n    - name: get\n"
 PROGRAM_C = "// SPDX-License-Identifier: GPL-2.0\nint main(void)\n{\n\treturn 0;\n}\n"
-LINTERS = ["check-selftest", "ruff", "shellcheck", "yamllint"]
+LINTERS = ["check-selftest", "pylint", "ruff", "shellcheck", "yamllint"]
 
 
 def make_tree(repo: Path) -> str:
@@ -85,10 +85,11 @@ def found(report: dict) -> list[tuple[int, str, str, str]]:
 def tools():
     for name in ("shellcheck", "yamllint"):
         require_tool(name)
-    try:
-        find_program("ruff")
-    except Skip:
-        missing("ruff is not installed (pip install -e '.[test]')")
+    for name in ("ruff", "pylint"):
+        try:
+            find_program(name)
+        except Skip:
+            missing(f"{name} is not installed (pip install -e '.[test]')")
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +129,7 @@ EXPECTED = [
      f"TEST_PROGS in {NET}/Makefile is kept sorted: 'epsilon.sh' should come before 'kappa.sh'"),
     (3, "check-selftest", f"{NET}/config", f"CONFIG_DUMMY is set 2 times in {NET}/config"),
     (4, "shellcheck", f"{NET}/alpha.sh", "SC2086: Double quote to prevent globbing and word splitting."),
+    (5, "pylint", TOOL, "W0611: Unused import sys"),
     (5, "ruff", TOOL, "F401: `sys` imported but unused"),
     (6, "yamllint", SPEC, 'key-duplicates: duplication of key "doc" in mapping'),
 ]
@@ -201,6 +203,71 @@ def test_a_new_selftest_on_the_newest_tree_clean_with_every_check_or_not_in_the_
     code, report = run_check(capsys, unlisted, repo, "check-selftest")
     assert found(report) == [(1, "check-selftest", f"{NET}/bind_pbprobe.sh",
                               f"new selftest bind_pbprobe.sh is not in {NET}/Makefile")] and code == 1
+
+
+FEATURES_SH = """#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+
+source lib.sh
+
+ip link add name pbvx0 type vxlan id 7 dstport 4789
+modprobe udp_tunnel
+tc qdisc add dev pbvx0 clsact
+tc filter add dev pbvx0 ingress protocol ip pref 1 flower action pass
+# tc qdisc add dev pbvx0 root cake: a comment asks for nothing
+tc qdisc add dev pbvx0 root handle 1: plug limit 1000
+exit "$ksft_pass"
+"""
+
+
+def test_a_new_selftest_needs_the_options_of_what_it_asks_for_in_config(kernel_tree_new, tmp_path, capsys):
+    """7.2's net/config builds vxlan, clsact, flower (and udp_tunnel, which has no prompt, through
+    VXLAN's select) but not the plug qdisc: adding a test that asks for all of them is reported once,
+    on the plug line of its patch; the next patch adding the option to config is silent, and so is
+    the test and the option in one patch."""
+    repo = tmp_path / "linux"
+    git(tmp_path, "clone", "-q", "--shared", "--no-checkout", str(kernel_tree_new), str(repo))
+    base = git(repo, "rev-parse", KERNELS[NEWEST].tag)
+    makefile, config = (git(repo, "show", f"{base}:{NET}/{name}") + "\n" for name in ("Makefile", "config"))
+    if "\tbind_bhash.sh \\\n" not in makefile or "CONFIG_NET_SCH_PLUG" in config \
+            or "CONFIG_NET_SCH_NETEM=y\nCONFIG_NET_SCH_PRIO=m\n" not in config:
+        missing(f"the newest tree's {NET}/Makefile or config is not the one the test expects")
+    test = {f"{NET}/bind_plug.sh": ("100755", FEATURES_SH.encode()),
+            f"{NET}/Makefile": makefile.replace("\tbind_bhash.sh \\\n", "\tbind_bhash.sh \\\n\tbind_plug.sh \\\n").encode()}
+    option = {f"{NET}/config": config.replace("CONFIG_NET_SCH_NETEM=y\n", "CONFIG_NET_SCH_NETEM=y\nCONFIG_NET_SCH_PLUG=m\n").encode()}
+    two = mail_commits(repo, base, [("selftests: net: add bind_plug.sh", test),
+                                    ("selftests: net: config: add the plug qdisc", option)], tmp_path / "two")
+    code, report = run_check(capsys, two, repo, "check-selftest")
+    assert found(report) == [(1, "check-selftest", f"{NET}/bind_plug.sh",
+                              f"'qdisc add dev pbvx0 root handle 1: plug' needs CONFIG_NET_SCH_PLUG "
+                              f"(net/sched/sch_plug.o), which {NET}/config does not set")] and code == 1
+    assert [f["line"] for f in report["findings"]] == [FEATURES_SH.splitlines().index(
+        "tc qdisc add dev pbvx0 root handle 1: plug limit 1000") + 1]
+    one = mail_commits(repo, base, [("selftests: net: add bind_plug.sh", {**test, **option})], tmp_path / "one")
+    code, report = run_check(capsys, one, repo, "check-selftest")
+    assert found(report) == [] and code == 0
+
+
+@pytest.mark.parametrize("which", ["kernel_tree", "kernel_tree_new"])
+def test_the_tree_says_what_builds_a_feature_on_both_kernels(request, which):
+    """6.1 has no per-kind alias macros for qdiscs: the object named after the qdisc is found instead."""
+    from patchbench.patchchecks.context import netdev_facts
+    from patchbench.patchchecks.selftest_config import Provider, Providers, Use
+    from patchbench.tree.git import Git
+
+    facts = netdev_facts()["selftest"]["needs"]
+    tree = Git.at(request.getfixturevalue(which))
+    with tree.blobs() as blobs:
+        providers = Providers(tree, blobs, "HEAD", facts["uses"], facts["sources"])
+        ask = {(way, name): providers.of(Use(way, name, 1, "")) for way, name in [
+            ("qdisc", "plug"), ("link", "vxlan"), ("link", "veth"), ("module", "udp_tunnel"), ("action", "pass")]}
+        assert ask[("qdisc", "plug")] == [Provider("net/sched/sch_plug.o", frozenset({"CONFIG_NET_SCH_PLUG"}))]
+        assert [p.options for p in ask[("link", "vxlan")]] == [frozenset({"CONFIG_VXLAN"})]
+        assert ask[("link", "veth")] == [Provider("drivers/net/veth.o", frozenset({"CONFIG_VETH"}))]
+        assert ask[("action", "pass")] == []   # not a feature: nothing provides it
+        udp_tunnel, = ask[("module", "udp_tunnel")]
+        assert providers.unset(udp_tunnel, {"CONFIG_VXLAN"}) == set()
+        assert providers.unset(udp_tunnel, {"CONFIG_DUMMY"}) == {"CONFIG_NET_UDP_TUNNEL"}
 
 
 # --- signed ------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Linters on the scripts a patch touches (shellcheck, ruff, yamllint), judged by identity.
+"""Linters on the scripts a patch touches (shellcheck, ruff, pylint, yamllint), judged by identity.
 
 Each touched file whose path matches the linter's `files` in netdev.toml is linted as it was before
 the patch and as it is after, with netdev's options. A warning after the patch is new when the file

@@ -9,7 +9,9 @@ file before the patch kept it sorted (in one of the orders the kernel's lists us
 and then: byte order, case ignored, or punctuation ignored too as `sort` does in a UTF-8 locale; a
 stray entry or two out of order still counts as kept sorted): a pair of neighbours out of that
 order that the file before did not have is reported. `config` must not set an option twice that
-it set once. Everything is judged on the
+it set once. A script that starts asking for a kernel feature (a link type, qdisc, classifier,
+action or module: selftest_config.py) needs the options that build its provider in its directory's
+`config`, when that directory is a test target with a `config`. Everything is judged on the
 patch's own commit, so only what the patch makes wrong is reported.
 """
 
@@ -24,11 +26,13 @@ from dataclasses import dataclass
 
 from patchbench.checks.engine.finding import Finding
 from patchbench.patchchecks.context import PatchContext, netdev_facts
+from patchbench.patchchecks.selftest_config import Providers, set_options, uses
 from patchbench.tree import AppliedPatch
 from patchbench.tree.git import Git
 
 ID = "check-selftest"
-MESSAGE = "new net selftests in their Makefile and .gitignore; Makefile, config, .gitignore kept sorted"
+MESSAGE = ("new net selftests in their Makefile and .gitignore, the options they need in config; "
+           "Makefile, config, .gitignore kept sorted")
 NEEDS = ()
 LIST_FILES = ("Makefile", "config", ".gitignore")
 
@@ -167,11 +171,43 @@ def _kept_sorted(files: _Files, patch: AppliedPatch, path: str) -> list[Finding]
     return found
 
 
+def _options_needed(git: Git, files: _Files, patch: AppliedPatch, path: str, facts: dict,
+                    providers: dict[str, Providers]) -> list[Finding]:
+    """New feature requests of a script whose `config` does not set the options of any provider."""
+    directory = posixpath.dirname(path)
+    config_path = posixpath.join(directory, "config")
+    config = files.text(patch.commit, config_path)
+    after = files.text(patch.commit, path)
+    if config is None or after is None or files.text(patch.commit, posixpath.join(directory, "Makefile")) is None:
+        return []   # not a test target with a config of its own (hardware tests, helpers)
+    ways = facts["needs"]["uses"]
+    asked = uses(after, ways)
+    new = [use for key, use in asked.items() if key not in uses(files.text(patch.parent, path) or "", ways)]
+    if not new:
+        return []
+    tree = providers.setdefault(patch.commit, Providers(git, files.blobs, patch.commit, ways,
+                                                        facts["needs"]["sources"]))
+    configured = set_options(config)
+    found = []
+    for use in new:
+        unset = {provider: tree.unset(provider, configured) for provider in tree.of(use)}
+        if not unset or not all(unset.values()):
+            continue
+        nearest = min(unset, key=lambda p: (len(unset[p]), p.path))
+        missing = " ".join(sorted(unset[nearest]))
+        found.append(Finding(rule=ID, severity="warning", file=path, line=use.line, function="",
+                             message=f"'{use.text}' needs {missing} ({nearest.path}), which {config_path} "
+                                     f"does not set", patch=patch.index))
+    return found
+
+
 def run(context: PatchContext) -> list[Finding]:
     facts = netdev_facts()["selftest"]
     in_scope = re.compile(facts["paths"])
     found = []
-    with Git(context.git_dir).blobs() as blobs:
+    git = Git(context.git_dir)
+    providers: dict[str, Providers] = {}
+    with git.blobs() as blobs:
         files = _Files(blobs)
         for patch in context.applied.applied:
             mail = context.mail(patch)
@@ -181,6 +217,8 @@ def run(context: PatchContext) -> list[Finding]:
                     continue
                 if path in added:
                     found += _wired_in(files, patch, path, facts)
+                if re.search(facts["listed"], path):
+                    found += _options_needed(git, files, patch, path, facts, providers)
                 if posixpath.basename(path) in LIST_FILES:
                     found += _kept_sorted(files, patch, path)
     return found
