@@ -149,6 +149,27 @@ def test_build_tools_fires_on_the_selftest_that_no_longer_compiles(newest, tmp_p
                           "'pb_connections' defined but not used [-Wunused-variable]": "warning"} and code == 1
 
 
+def test_build_tools_builds_a_tools_directory_outside_the_selftests(newest, tmp_path):
+    """tools/testing/vsock is built by `make -C` in its own directory (its Makefile has -Werror):
+    a variable left unused by patch 2 breaks it there; patch 1's comment does not."""
+    for tool in BUILD_TOOLS:
+        require_tool(tool)
+    repo, base = newest
+    perf, usage = "tools/testing/vsock/vsock_perf.c", "static void usage(void)\n"
+    changes = [
+        Change(perf, "vsock/test: say what usage() prints", f"Readers ask.\n\nSigned-off-by: {ADA}",
+               [(usage, "/* the options, one a line */\n" + usage)]),
+        Change(perf, "vsock/test: count the runs", f"Counted.\n\nSigned-off-by: {ADA}",
+               [("/* the options, one a line */\n", "/* the options, one a line */\nstatic int pb_runs;\n")]),
+    ]
+    series = mail_series(repo, base, changes, tmp_path / "series", prefix="PATCH net-next")
+    code, report = check(series, repo, "build-tools")
+    got = found(report, "build-tools")
+    assert [(p, path, message) for p, path, _, message in got] == [
+        (2, perf, "'pb_runs' defined but not used [-Werror=unused-variable]")], got
+    assert report["findings"][0]["severity"] == "error" and code == 1
+
+
 @pytest.fixture(scope="module")
 def spec_series(newest, tmp_path_factory) -> tuple[Path, set[str]]:
     """Patch 1 adds an attribute to netdev.yaml and commits no generated code; patch 2 is what the tree's
