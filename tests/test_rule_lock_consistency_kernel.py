@@ -67,15 +67,8 @@ def findings(path: str, source: bytes) -> list[tuple[str, str]]:
     return [(f.rule, f.function) for f in checkfile.check_source(path, source, {RULE})]
 
 
-# Known misses, kept visible (strict: a fix that finds them must say so here). tipc: the function is
-# reached only through functions other files call, and the service's lock is a field lock other
-# files could hold: the entry is unknown, so the rule stays silent.
-MISSED = {"tipc_service_insert_publ looks for a duplicate before taking the service's lock"}
-
-
 @pytest.mark.kernel
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason="entry unknown"))
-                                  if name in MISSED else name for name in MUTATIONS])
+@pytest.mark.parametrize("name", sorted(MUTATIONS))
 def test_mutated_72_file_is_found(kernel_tree_new: Path, name: str):
     path, edits, function = MUTATIONS[name]
     source = (kernel_tree_new / path).read_bytes()

@@ -28,7 +28,8 @@ structure (list_add(e, head), __skb_queue_tail(head, skb), list_for_each_entry(p
 accesses (a counter, a flag, a configuration value read on the data path) are evidence only: without
 the lock they race, but do not by themselves crash. One verdict per function and field (its first
 such access), and only where the function's ways in are all known (registered in a context the facts
-table knows, or static with every caller in the file, whose own ways are known), or L is a static
+table knows, or static with every caller in the file, whose own ways are known), or the function
+takes L itself (exclusively, not nested: no caller can hold it at entry), or L is a static
 variable of the file that no other file can hold and the function is static itself (other files
 reach it only through this file's functions) with no registration in a context the facts table does
 not know: a function other files may call could be called with L held. Accesses in functions of
@@ -61,6 +62,8 @@ _RCU_CHANGES = frozenset(_FACTS["rcu_changes"])
 _SAME_OBJECT = {kind: group[0] for group in _FACTS["same_object"] for kind in group}
 _OBJECT_KINDS = frozenset(op.kind for op in kfacts.lock_ops().values() if op.key == "object")
 _UNPUBLISHED = frozenset(_FACTS["unpublished"])
+_SELF_TAKEN_SHARED = frozenset(_FACTS["self_taken_shared"])
+_SELF_TAKEN_NESTED = frozenset(_FACTS["self_taken_nested"])
 _ALLOCATORS = re.compile(kfacts.table()["rcu"]["private"]["allocators"])
 _GLOBAL_LOCKS = frozenset(op.kind for op in kfacts.lock_ops().values() if op.key == "global" and not op.is_reader)
 _ACCESS = cparse.query("(field_expression) @access")
@@ -118,7 +121,8 @@ def _verdicts(model: FileModel) -> list[Verdict]:
             others = [a for a in accesses if a.function != access.function and (a.known or a.held)]
             lock, holding = _majority(others)
             if lock is None or len(holding) < MIN_OTHERS or len(holding) < MIN_SHARE * len(others) or \
-                    not (access.known or _only_file_entered(model, access.function, lock)):
+                    not (access.known or _only_file_entered(model, access.function, lock)
+                         or _takes_itself(model, access.function, {a.spelled[lock] for a in holding})):
                 continue
             # another lock the others hold as often may be what protects the field (the majority
             # may be one held beside it): holding one of them, or (a walk) being in a read-side
@@ -146,6 +150,19 @@ def _only_file_entered(model: FileModel, name: str, lock: str) -> bool:
     function = model.functions[name]
     return function.is_static and _file_static(model, lock) and \
         not any(way.context is None for way in calling.registered_ways(model, name))
+
+
+def _takes_itself(model: FileModel, name: str, keys: set[str]) -> bool:
+    """The function takes one of these locks itself, exclusively and not as a nested acquire: no
+    caller holds it at the entry (facts table [lock_consistency] why_self_taken)."""
+    function = model.functions[name]
+    for call in function.calls:
+        op = kfacts.lock_op(call.name)
+        if op is None or op.action != "acquire" or op.kind in _SELF_TAKEN_SHARED or call.name in _SELF_TAKEN_NESTED:
+            continue
+        if keys & set(_lock_arguments(model, function, call)):
+            return True
+    return False
 
 
 def _file_static(model: FileModel, lock: str) -> bool:
@@ -217,7 +234,7 @@ def _accesses(model: FileModel) -> tuple[list[Access], dict[str, summaries.Summa
         return [], {}
     results = summaries.solve(model, users | locks.lock_functions(model), lambda s: _transfer(model, s),
                               precondition=lambda f: _precondition(model, f),
-                              inherit=lambda facts: frozenset(f for f in facts if f[0] == "held"),
+                              inherit=_inherited,
                               report=users)
     accesses = []
     for name in sorted(users):
@@ -234,6 +251,13 @@ def _accesses(model: FileModel) -> tuple[list[Access], dict[str, summaries.Summa
             paths = tuple(sorted({_path_locks(state) for state in states}, key=sorted))
             accesses.append(Access(name, key, node, kind, call, frozenset(spelled), paths, spelled, known))
     return accesses, results
+
+
+def _inherited(facts: frozenset) -> frozenset:
+    """What a call site gives the callee: the locks held, and each also by its identity, so that
+    callers reaching one lock by different paths (`svc->sched_lock`, `tbl->svc->sched_lock`) agree."""
+    held = frozenset(f for f in facts if f[0] == "held")
+    return held | {("held", _identity(f[1])) for f in held if _named_lock(f[1])}
 
 
 def _transfer(model: FileModel, results: dict) -> locks.LockTransfer:

@@ -10,8 +10,9 @@
   for "exits holding X" or `Summary.takes_and_releases` for "takes and releases X around its body".
   Callees are walked before callers (bottom-up), the whole is repeated until nothing changes.
 - `precondition(function)`: facts true on entry whatever the callers do (`__must_hold`, comments).
-- `inherit(facts)`: the part of a caller's facts that passes into a callee (default: all);
-  None when callers pass nothing (each function starts from its precondition).
+- `inherit(facts)`: what a caller's facts at one call site give the callee (default: all of them),
+  applied per call site before the sites are intersected, so it may also restate facts in a form
+  that all sites share; None when callers pass nothing (each function starts from its precondition).
 - `report`: the functions whose summaries the rule reads (default: all it was given). Without
   inheritance a caller changes nothing its callees see, so only these and the functions of the
   call graph they call are walked; with it, also the callers of each of those whose entry comes
@@ -32,7 +33,10 @@ from typing import Callable, Iterable
 from patchbench.checks.engine import flow
 from patchbench.checks.engine.model import FileModel, Function
 
-ROUNDS = 4
+# Each round passes callers' facts one call further down and callees' summaries one call up, so a
+# lock taken five calls above a function needs five rounds; rounds stop as soon as nothing changes,
+# and this cap only guards against summaries that never settle (recursion that flips an exit).
+ROUNDS = 32
 
 
 @dataclass
@@ -149,5 +153,5 @@ def _entry(model: FileModel, results: dict[str, Summary], name: str,
     sites = model.callers.get(name, [])
     if not sites or model.has_unknown_callers(name) or any(c.function not in results for c in sites):
         return facts
-    held = [results[c.function].result.held_at(c) for c in sites if results[c.function].result.states_at(c)]
-    return facts | inherit(flow.intersection(held)) if held else facts
+    held = [inherit(results[c.function].result.held_at(c)) for c in sites if results[c.function].result.states_at(c)]
+    return facts | flow.intersection(held) if held else facts
