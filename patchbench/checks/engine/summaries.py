@@ -22,6 +22,10 @@
 
 A function's entry is `precondition(f) | (facts held at EVERY in-file call site)`; a function with
 unknown callers (address taken, registered as a callback, or not static) gets only its precondition.
+A cycle of calls (recursion, direct or mutual) is solved from above: its functions first assume
+what every call into the cycle from outside holds (and what the entry of a member other files
+call gives), and lose what a call inside the cycle does not pass on; starting from nothing
+instead, the cycle's calls would pass nothing around and the entry from outside would be lost.
 """
 
 from __future__ import annotations
@@ -84,6 +88,49 @@ def _depended_on(model: FileModel, roots: set[str], wanted: set[str], inherited:
     return found
 
 
+def _cycles(callees: dict[str, set[str]]) -> dict[str, frozenset[str]]:
+    """Each function that is part of a cycle of calls -> the functions of that cycle (the strongly
+    connected components of the call graph with more than one member, or a function calling itself)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: dict[str, frozenset[str]] = {}
+    for root in sorted(callees):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(callees[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            name, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(callees[child]))))
+                elif child in on_stack:
+                    low[name] = min(low[name], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[name])
+            if low[name] == index[name]:
+                members = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    members.append(member)
+                    if member == name:
+                        break
+                if len(members) > 1 or name in callees[name]:
+                    found.update({member: frozenset(members) for member in members})
+    return found
+
+
 def bottom_up(model: FileModel, wanted: set[str]) -> list[str]:
     """Callees before callers (depth-first post-order; cycles are cut anywhere)."""
     order: list[str] = []
@@ -117,6 +164,8 @@ def solve(model: FileModel, names: Iterable[str],
         needed = _depended_on(model, set(report), set(order), inherited=inherit is not None)
         order = [name for name in order if name in needed]   # same relative order: same walks
     callees = {name: set(_callees(model, name, set(order))) for name in order}
+    cycles = _cycles(callees) if inherit is not None else {}
+    entered_with: dict[frozenset[str], frozenset] = {}   # cycle -> what calls from outside gave it
     entries = {name: precondition(model.functions[name]) for name in order}
     results: dict[str, Summary] = {}
     transfer = make_transfer(results)
@@ -135,8 +184,9 @@ def solve(model: FileModel, names: Iterable[str],
             if previous is None or previous.exits != results[name].exits:
                 changed[name] = step
         if inherit is not None:
+            assumed = _assume_from_outside(model, results, cycles, entered_with, precondition, inherit)
             for name in order:
-                facts = _entry(model, results, name, precondition, inherit)
+                facts = assumed[name] if name in assumed else _entry(model, results, name, precondition, inherit)
                 if facts != entries[name]:
                     entries[name] = facts
                     walked.pop(name)   # walk it again from its new entry
@@ -144,6 +194,39 @@ def solve(model: FileModel, names: Iterable[str],
                for name in order):
             break
     return results
+
+
+def _assume_from_outside(model: FileModel, results: dict[str, Summary], cycles: dict[str, frozenset[str]],
+                         entered_with: dict[frozenset[str], frozenset],
+                         precondition: Callable[[Function], frozenset],
+                         inherit: Callable[[frozenset], frozenset]) -> dict[str, frozenset]:
+    """The entries of the members of each cycle whose calls from outside now give something other
+    than they gave before: each member assumes all of it (then _entry takes away, round by round,
+    what a call inside the cycle does not pass on)."""
+    assumed: dict[str, frozenset] = {}
+    for cycle in sorted(set(cycles.values()), key=sorted):
+        given = []
+        for member in sorted(cycle):
+            if model.has_unknown_callers(member):
+                given.append(precondition(model.functions[member]))
+                continue
+            for call in model.callers.get(member, []):
+                if call.function in cycle:
+                    continue
+                if call.function not in results:
+                    break
+                if results[call.function].result.states_at(call):
+                    given.append(inherit(results[call.function].result.held_at(call)))
+            else:
+                continue
+            break     # a caller not walked yet: decide next round
+        else:
+            outside = flow.intersection(given)
+            if entered_with.get(cycle) != outside:
+                entered_with[cycle] = outside
+                assumed.update({member: precondition(model.functions[member]) | outside for member in cycle
+                                if not model.has_unknown_callers(member)})
+    return assumed
 
 
 def _entry(model: FileModel, results: dict[str, Summary], name: str,
