@@ -24,7 +24,9 @@ functions, at least MIN_OTHERS hold L, in at least MIN_FUNCTIONS functions, and 
 MIN_SHARE of them. What is reported is a **structure** access of such a field without L on every
 path reaching it: the field handed as the head to a primitive that changes or walks a linked
 structure (list_add(e, head), __skb_queue_tail(head, skb), list_for_each_entry(pos, head, m):
-[lock_consistency] heads), where a race corrupts the structure or follows a freed node. Other
+[lock_consistency] heads), where a race corrupts the structure or follows a freed node; a walk
+not where every change of F the file shows holds a lock the walk holds as well (the changes are
+then serialised against it by that lock, whatever readers elsewhere take L for). Other
 accesses (a counter, a flag, a configuration value read on the data path) are evidence only: without
 the lock they race, but do not by themselves crash. One verdict per function and field (its first
 such access), and only where the function's ways in are all known (registered in a context the facts
@@ -131,6 +133,14 @@ def _verdicts(model: FileModel) -> list[Verdict]:
             walk = access.call in _WALKS and rcu_walkable
             if all(path & alternatives or (walk and READER in path) for path in access.paths):
                 continue
+            # a walk only conflicts with changes: where the file's changes of F all hold a lock that
+            # every path of the walk holds too (writers serialised by a lock beside L, such as RTNL or
+            # a registration mutex, with L for readers elsewhere), the walk sees no change
+            changes = [a for a in others if a.kind == "structure" and a.call not in _WALKS]
+            if access.call in _WALKS and changes:
+                writers = frozenset.intersection(*(a.held for a in changes))
+                if all(path & writers for path in access.paths):
+                    continue
             functions = {a.function for a in holding}
             if len(functions) < MIN_FUNCTIONS or _unlocked_only_before_publication(model, results, access, lock):
                 continue
