@@ -3,8 +3,9 @@
 A real redis-server on loopback; each `patchbench worker` runs under bubblewrap with a home and
 cache of its own, the host's /tmp (the submitter's repository) and ~/.cache (this machine's kernel
 trees, call index and build directories) hidden. The kernel tree reaches the workers only as the
-file URL of a bare copy; the series' own commits only through the tasks. Four series on 6.1 (clean, a locking bug, one whose second patch does
-not apply, one that adds a compiler warning) are checked locally and on the farm, one worker killed in
+file URL of a bare copy (kept in the tests' cache: it takes minutes to pack); the series' own commits
+only through the tasks. Four series on 6.1 (clean, a locking bug, one whose second patch does not
+apply, one that adds a compiler warning) are checked locally and on the farm, one worker killed in
 the middle of a job: the reports must be the local ones.
 
 Each worker's call index (of whole trees, by blob id, minutes to build from nothing) is seeded with
@@ -25,7 +26,7 @@ import pytest
 from patchbench.dispatch.farm import make_app
 from tests.conftest import require_tool
 from tests.support import kernel
-from tests.support.farm import Workers, redis_server, seed_index, served_copy
+from tests.support.farm import Workers, kept_served_copy, redis_server, seed_index
 from tests.support.git_series import git
 from tests.support.ring_series import TUN_HELPER_UNLOCKED_PATH, commit_series, make_series, tun_patch
 from tests.test_bot import setup  # noqa: F401  (the bot's queue of series on 6.1, a module fixture)
@@ -35,8 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def served(kernel_tree, tmp_path_factory) -> Path:
-    return served_copy(kernel_tree, tmp_path_factory.mktemp("served") / "linux.git")
+def served(kernel_tree) -> Path:
+    return kept_served_copy(kernel_tree)
 
 
 def _comment(repo: Path, base: str, path: str) -> tuple:
