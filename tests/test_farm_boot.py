@@ -27,12 +27,11 @@ from patchbench.dispatch.farm import make_app
 from tests.conftest import require_tool
 from tests.support import kernel
 from tests.support.bot_queue import PROJECT, mails
-from tests.support.farm import Workers, kept_served_copy, redis_server, seed_index
+from tests.support.farm import Workers, kept_served_copy, redis_server, seed_index, started_on
 from tests.support.patchwork_server import TOKEN, PatchworkServer
 from tests.support.ring_series import commit_series, tun_boot_series
 from tests.support.smtp import SmtpSink
 from tests.test_bot import bot_argv, load, posted
-from tests.test_farm_remote import _started_on
 
 pytestmark = [pytest.mark.slow, pytest.mark.kernel]
 ROOT = Path(__file__).resolve().parents[1]
@@ -180,7 +179,7 @@ def test_a_remote_worker_killed_mid_boot_loses_nothing(kernel_tree, farm, tmp_pa
         try:
             farm_boot = boot("farm.sqlite", "--runner", "celery", "--broker", broker, "--tree-url", served.as_uri())
             victim = booting(workers, farm_boot, tmp_path / "farm.sqlite.log", set())
-            task = _started_on(broker, victim, farm_boot)
+            task = started_on(broker, victim, farm_boot)
             workers.kill(victim)
             farm_out, _ = farm_boot.communicate(timeout=3600)
             assert farm_boot.returncode == 1, (tmp_path / "farm.sqlite.log").read_text()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import signal
@@ -188,3 +189,16 @@ def _descendants(pid: int) -> list[tuple[int, str]]:
         found += below
         todo += [child for child, _ in below]
     return found
+
+
+def started_on(broker: str, worker: str, proc: subprocess.Popen) -> str:
+    """The id of a task `worker` has started and not finished, as soon as there is one."""
+    client = make_app(broker).backend.client
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        for key in list(client.scan_iter("celery-task-meta-*")):
+            meta = json.loads(client.get(key) or "{}")
+            if meta.get("status") == "STARTED" and (meta.get("result") or {}).get("hostname") == worker:
+                return meta["task_id"]
+        time.sleep(0.05)
+    raise AssertionError(f"{worker} never started a job: {proc.stderr.read() if proc.poll() is not None else ''}")
