@@ -35,7 +35,7 @@ def outcome() -> dict:
                            "message": "unused variable 'dev'", "flag": "-Wunused-variable", "kind": "warning"}]},
             {"stage": "build", "patch": 14, "state": "success", "description": "build pass; no new warnings",
              "warnings": []},
-            {"stage": "boot", "patch": None, "state": "fail", "description": "boot fail: splat",
+            {"stage": "boot", "patch": None, "state": "fail", "description": "boot fail: splat", "worker": "w2@farm",
              "excerpt": "WARNING: CPU: 0 PID: 1 at net/core/dev.c:3201 netif_wake_subqueue+0x4a/0x50\n"
                         " tun_ring_recv+0x1a2/0x1f0"},
         ],
@@ -66,6 +66,7 @@ def test_pages_show_build_warnings_and_the_boot_console_escaped(tmp_path):
     assert "drivers/net/tun.c:2190" in patch_page and "[-Wunused-variable]" in patch_page
     assert "unused variable &#x27;dev&#x27;" in patch_page
     assert "netif_wake_subqueue+0x4a/0x50" in patch_page   # the series-level boot result is on each patch
+    assert "boot ran on farm worker <code>w2@farm</code>" in patch_page   # which worker: the page says, not the check
     assert "<script" not in series_page + patch_page
     assert not list(tmp_path.rglob(".*"))   # no scratch files left behind
     assert pages.page_url("https://ci/x/", 12, 13) == "https://ci/x/series/12/patch-13.html"
@@ -82,6 +83,7 @@ def test_only_failures_are_mailed_and_series_level_ones_answer_the_cover():
     assert msg["To"] == "Ada Series <ada@example.org>, netdev@example.org"
     body = msg.get_content()
     assert "[boot] boot fail: splat" in body and "netif_wake_subqueue" in body
+    assert "w2@farm" not in text   # the mail is the same whichever worker booted the series
     assert "patchbench check cover.1@example.org --tree . --base aaaaaaaaaaaa" in body
     # the same result makes the same mail
     assert replies.compose(outcome(), "CI <ci@example.org>", ["netdev@example.org"], lambda patch: None)[0][0] == message_id

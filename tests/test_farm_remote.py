@@ -3,8 +3,9 @@
 A real redis-server on loopback; each `patchbench worker` runs under bubblewrap with a home and
 cache of its own, the host's /tmp (the submitter's repository) and ~/.cache (this machine's kernel
 trees, call index and build directories) hidden. The kernel tree reaches the workers only as the
-file URL of a bare copy; the series' own commits only through the tasks. Four series on 6.1 (clean, a locking bug, one whose second patch does
-not apply, one that adds a compiler warning) are checked locally and on the farm, one worker killed in
+file URL of a bare copy (kept in the tests' cache: it takes minutes to pack); the series' own commits
+only through the tasks. Four series on 6.1 (clean, a locking bug, one whose second patch does not
+apply, one that adds a compiler warning) are checked locally and on the farm, one worker killed in
 the middle of a job: the reports must be the local ones.
 
 Each worker's call index (of whole trees, by blob id, minutes to build from nothing) is seeded with
@@ -25,7 +26,7 @@ import pytest
 from patchbench.dispatch.farm import make_app
 from tests.conftest import require_tool
 from tests.support import kernel
-from tests.support.farm import Workers, redis_server, seed_index, served_copy
+from tests.support.farm import Workers, kept_served_copy, redis_server, seed_index, started_on
 from tests.support.git_series import git
 from tests.support.ring_series import TUN_HELPER_UNLOCKED_PATH, commit_series, make_series, tun_patch
 from tests.test_bot import setup  # noqa: F401  (the bot's queue of series on 6.1, a module fixture)
@@ -35,8 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def served(kernel_tree, tmp_path_factory) -> Path:
-    return served_copy(kernel_tree, tmp_path_factory.mktemp("served") / "linux.git")
+def served(kernel_tree) -> Path:
+    return kept_served_copy(kernel_tree)
 
 
 def _comment(repo: Path, base: str, path: str) -> tuple:
@@ -110,7 +111,7 @@ def test_workers_that_see_only_the_broker_and_the_tree_url_give_the_local_report
                                          str(repo), "--base", base, "--format", "json", "--tree-url", url],
                                         cwd=ROOT, env=farm_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         text=True)
-                victim = _started_on(broker, "w1@remote", proc)
+                victim = started_on(broker, "w1@remote", proc)
                 workers.kill("w1@remote")
                 out, err = proc.communicate(timeout=600)
                 report = json.loads(out)
@@ -134,19 +135,6 @@ def test_workers_that_see_only_the_broker_and_the_tree_url_give_the_local_report
         finally:
             workers.stop()
             subprocess.run(["git", "-C", str(repo), "config", "--unset-all", "patchbench.tree-url"], timeout=30)
-
-
-def _started_on(broker: str, worker: str, proc: subprocess.Popen) -> str:
-    """The id of a task `worker` has started and not finished, as soon as there is one."""
-    client = make_app(broker).backend.client
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and proc.poll() is None:
-        for key in list(client.scan_iter("celery-task-meta-*")):
-            meta = json.loads(client.get(key) or "{}")
-            if meta.get("status") == "STARTED" and (meta.get("result") or {}).get("hostname") == worker:
-                return meta["task_id"]
-        time.sleep(0.05)
-    raise AssertionError(f"{worker} never started a job: {proc.stderr.read() if proc.poll() is not None else ''}")
 
 
 def test_the_bot_on_remote_workers_posts_the_local_checks(setup, patchwork_spec, served, tmp_path):
@@ -202,7 +190,7 @@ def test_a_remote_worker_killed_mid_build_loses_nothing(kernel_tree, served, tmp
             for name in ("w1@remote", "w2@remote"):
                 workers.start(name, alone=(served,))
             proc = build("--runner", "celery", "--broker", broker, "--tree-url", served.as_uri())
-            victim = _started_on(broker, "w1@remote", proc)
+            victim = started_on(broker, "w1@remote", proc)
             time.sleep(15)
             workers.kill("w1@remote")
             farm_out, farm_err = proc.communicate(timeout=3600)

@@ -92,6 +92,8 @@ def _details(result: dict) -> list[str]:
                     f"{_e(warning['function'] or '')}: {_e(warning['message'])}{flag}</p>")
     if result.get("reason"):
         body.append(f"<pre>{_e(result['reason'])}</pre>")
+    if result.get("worker"):
+        body.append(f"<p>{_e(result['stage'])} ran on farm worker <code>{_e(result['worker'])}</code></p>")
     if result.get("excerpt"):
         body.append("<h3>boot console</h3>")
         body.append(f"<pre>{_e(result['excerpt'])}</pre>")

@@ -188,17 +188,22 @@ def _dispatch_results(applied: ApplyResult, project: Project, by_index: dict[int
                          "flag": d.flag, "kind": d.kind} for d in job.new_warnings]
             state = {"pass": "warning" if warnings else "success"}.get(job.status, "fail")
             text = (f"build {job.status}" + (f": {job.reason}" if job.reason else "")
-                    + (f"; {len(warnings)} new W=1 warning(s)" if warnings else "; no new warnings")
-                    + (f"; on {job.worker}" if job.worker else ""))
+                    + (f"; {len(warnings)} new W=1 warning(s)" if warnings else "; no new warnings"))
             results.append(_result("build", by_index[job.patch], state, _one_line(text),
-                                   index=job.patch, warnings=warnings))
+                                   index=job.patch, warnings=warnings, **_ran_on(job)))
         elif job.kind == "boot":
             state = "success" if job.status == "pass" else "fail"
             text = f"boot {job.status}" + (f": {job.reason}" if job.reason else "") \
-                + (f" ({job.fingerprint})" if job.fingerprint else "") + (f"; on {job.worker}" if job.worker else "")
+                + (f" ({job.fingerprint})" if job.fingerprint else "")
             results.append(_result("boot", None, state, _one_line(text),
-                                   excerpt=boot_excerpt(Path(job.log)) if job.log else ""))
+                                   excerpt=boot_excerpt(Path(job.log)) if job.log else "", **_ran_on(job)))
     return results
+
+
+def _ran_on(job) -> dict:
+    """The farm worker that ran a job, for the pages: not in the check's description, which must not depend
+    on which worker took the job (the same series posts the same checks, on the farm or not)."""
+    return {"worker": job.worker} if job.worker else {}
 
 
 def boot_excerpt(console: Path) -> str:

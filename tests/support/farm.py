@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import shutil
 import signal
@@ -71,6 +73,22 @@ def served_copy(tree: Path, copy: Path) -> Path:
     return copy
 
 
+def kept_served_copy(tree: Path) -> Path:
+    """A served_copy of `tree` kept in the tests' cache (one per tree), made on first use: workers whose
+    homes are kept too (`Workers(homes=...)`) then find the same URL, so the same mirror and warm build
+    directories, run after run."""
+    from tests.support.kernel import CACHE
+
+    copy = CACHE / f"farm-served-{tree.name}.git"
+    with open(CACHE / ".farm-served.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)   # one maker at a time, across pytest processes and benches
+        if not (copy / "patchbench-ready").exists():
+            shutil.rmtree(copy, ignore_errors=True)
+            served_copy(tree, copy)
+            (copy / "patchbench-ready").touch()
+    return copy
+
+
 def seed_index(home: Path) -> None:
     """Give a worker's home hard links to this machine's call index (whole trees, by blob id: minutes
     to build from nothing), as a farm would ship it; the worker's facts cache stays its own."""
@@ -78,6 +96,8 @@ def seed_index(home: Path) -> None:
 
     shared = cache_dir()
     own = home / ".cache" / "patchbench" / "callindex" / shared.name
+    if own.exists():   # a kept home, seeded on an earlier run
+        return
     own.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run(["cp", "-al", str(shared), str(own)], check=True, timeout=600)
 
@@ -85,14 +105,16 @@ def seed_index(home: Path) -> None:
 class Workers:
     """`patchbench worker` processes, each in its own session (a SIGKILL takes the whole worker)."""
 
-    def __init__(self, url: str, root: Path, visibility_timeout: float = 6.0):
+    def __init__(self, url: str, root: Path, visibility_timeout: float = 6.0, homes: Path | None = None):
+        """Logs go under `root`; so do the workers' homes unless `homes` keeps them elsewhere (across
+        runs, as a farm machine keeps its cache)."""
         # Short, so a killed worker's job comes back soon; longer than any job these workers run.
-        self.url, self.root, self.procs = url, root, {}
+        self.url, self.root, self.homes, self.procs = url, root, homes or root, {}
         self.visibility_timeout = visibility_timeout
 
     def start(self, name: str, cache: Path | None = None, alone: tuple[Path, ...] | None = None) -> None:
         """`alone`: under bubblewrap as on a machine of its own: a home of its own (its cache there,
-        root/name/home), the host's /tmp and ~/.cache hidden, the paths `alone` lists read-only, the
+        homes/name/home), the host's /tmp and ~/.cache hidden, the paths `alone` lists read-only, the
         rest of the host read-only. Only the network is shared with the host."""
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PATCHBENCH_CACHE": str(cache or self.root / name)}
         argv = [sys.executable, "-m", "patchbench", "worker", "--broker", self.url, "--name", name,
@@ -121,20 +143,62 @@ class Workers:
             time.sleep(0.2)
 
     def home(self, name: str) -> Path:
-        return self.root / name / "home"
+        return self.homes / name / "home"
+
+    def running(self, name: str, program: str) -> list[int]:
+        """Pids of `program` among the worker's descendants (make and QEMU run in sessions of their own)."""
+        return [pid for pid, comm in _descendants(self.procs[name].pid) if comm == program[:15]]
 
     def kill(self, name: str) -> None:
+        """SIGKILL the worker and everything it started, as a machine that goes down (or systemd's
+        KillMode=control-group) would: a QEMU or make of a job in its own session too."""
+        below = _descendants(self.procs[name].pid)
         os.killpg(self.procs[name].pid, signal.SIGKILL)
+        for pid, _ in below:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self.procs[name].wait()
 
     def stop(self) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs.values():
+        for name, proc in self.procs.items():
             try:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+                self.kill(name)
         self.procs.clear()
+
+
+def _descendants(pid: int) -> list[tuple[int, str]]:
+    """(pid, command name) of the processes below `pid`, now (from /proc's parent links)."""
+    children: dict[int, list[tuple[int, str]]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:   # gone meanwhile
+            continue
+        comm, rest = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 1:].split()
+        children.setdefault(int(rest[1]), []).append((int(stat.parent.name), comm))
+    found, todo = [], [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += [child for child, _ in below]
+    return found
+
+
+def started_on(broker: str, worker: str, proc: subprocess.Popen) -> str:
+    """The id of a task `worker` has started and not finished, as soon as there is one."""
+    client = make_app(broker).backend.client
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        for key in list(client.scan_iter("celery-task-meta-*")):
+            meta = json.loads(client.get(key) or "{}")
+            if meta.get("status") == "STARTED" and (meta.get("result") or {}).get("hostname") == worker:
+                return meta["task_id"]
+        time.sleep(0.05)
+    raise AssertionError(f"{worker} never started a job: {proc.stderr.read() if proc.poll() is not None else ''}")
