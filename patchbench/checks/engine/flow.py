@@ -807,7 +807,14 @@ class _Walker:
 
 
 def _tag_of(function: Function, condition: tree_sitter.Node) -> tuple[str, bool] | None:
-    """Walker.branch_tag() of a condition of function."""
+    """Walker.branch_tag() of a condition of function (once per node: every path and walk asks)."""
+    tags = function.condition_tags
+    if condition.id not in tags:
+        tags[condition.id] = _read_tag(function, condition)
+    return tags[condition.id]
+
+
+def _read_tag(function: Function, condition: tree_sitter.Node) -> tuple[str, bool] | None:
     node, truth = _unwrap(condition), True
     while node.type == "unary_expression" and cparse.operator(node) == "!":
         node, truth = _unwrap(node.child_by_field_name("argument")), not truth
