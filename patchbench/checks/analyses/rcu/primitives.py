@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from functools import lru_cache
 
 from patchbench.checks.kernel import facts as kfacts
 
@@ -54,7 +53,6 @@ def words(name: str) -> list[str]:
     return [word for word in name.split("_") if word]
 
 
-@lru_cache(maxsize=1 << 14)   # asked of every call of every function of a file, often the same names
 def named_helper(name: str) -> bool:
     """`name` follows the kernel's convention for a function its callers call inside a read-side
     section ([rcu.helpers]: dev_get_by_index_rcu): its last word is "rcu", and it is neither the
