@@ -169,3 +169,15 @@ def test_largest_tasks_are_handed_out_first_and_results_keep_task_order():
     assert [seconds for seconds, _ in results] == tasks
     large_worker = results[3][1]
     assert all(pid != large_worker for _, pid in results[:3]), "the small tasks share the other worker"
+
+
+def test_each_worker_takes_its_own_share_in_order_then_the_back_of_the_largest_left():
+    """Without sizes (lint: a directory's files side by side), worker slot 0 takes the first half
+    of the tasks in order and slot 1 the second, so that one worker does most of a directory;
+    a slot whose share is done takes from the back of the longest share left."""
+    shares = pool._Shares(range(7), 2)
+    assert [shares.take(0), shares.take(1), shares.take(0), shares.take(1)] == [0, 4, 1, 5]
+    assert [shares.take(1), shares.take(1), shares.take(1)] == [6, 3, 2]
+    assert shares.take(0) is None and shares.take(1) is None
+    one = pool._Shares([3, 1, 2], 1)   # largest first (check): one list for every slot
+    assert [one.take(1), one.take(0), one.take(1), one.take(0)] == [3, 1, 2, None]

@@ -119,12 +119,19 @@ class LockTransfer(flow.Transfer):
         self._via: set[str] = set()   # the variables ("via", variable, key) was ever given for
         self._valued: set[str] = set()   # the variables ("value", ...) or ("iff", ...) was ever given for
         self._handed: dict[tuple, tuple] = {}   # (call, key, truth) -> (callee's summary, handed_key())
-        self._ops: dict[CallSite, tuple[LockOp, str] | None] = {}
         self._tested: dict[tuple[Function, str], str] = {}   # (function, tested text) -> its key
         self._through: dict[tuple[Function, str], frozenset] = {}   # see through()
-        self._blocks: dict[CallSite, int] = {}   # guard call -> start byte of the block it holds for
-        self._scope_starts: set[int] = set()     # the blocks' start bytes, the only ones a leave ends a guard of
-        self._wrapped: dict[CallSite, list] = {}
+        # What each call does to which lock is the same for every transfer of the file (the walk's
+        # and those the judgement makes per function, ten of them): kept once with the model.
+        # _ops: call -> its op and key; _blocks: guard call -> start byte of the block it holds
+        # for; _scope_starts: those blocks' start bytes, the only ones a leave ends a guard of;
+        # _wrapped: call -> the ops of the header wrapper it calls
+        self._ops: dict[CallSite, tuple[LockOp, str] | None]
+        self._blocks: dict[CallSite, int]
+        self._scope_starts: set[int]
+        self._wrapped: dict[CallSite, list]
+        self._ops, self._blocks, self._scope_starts, self._wrapped = model.memo(
+            "locks.calls", lambda: ({}, {}, set(), {}))
         self._elsewhere: dict[CallSite, list] = {}
         self._locking: dict[Function, bool] = {}
         self._assignments: dict[tuple, tuple] = {}   # see _assignment()

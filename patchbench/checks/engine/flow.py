@@ -225,6 +225,7 @@ class _Walker:
         self.recording = transfer.record_statements
         self._label_nodes: dict[str, tree_sitter.Node] | None = None
         self._universe: tuple[int, frozenset] = (0, frozenset())   # see tag_universe()
+        self._bounded: dict[tuple[frozenset, frozenset], set] = {}   # see bounded()
 
     def run(self, entry: State, entries: set | None = None) -> FlowResult:
         starts = {entry} if entries is None else entries
@@ -250,11 +251,20 @@ class _Walker:
                 ("branch", text, truth) for text in self.tag_texts for truth in (True, False)))
         return self._universe[1]
 
+    def bounded(self, states: set) -> set:
+        """_bounded(), once per distinct set of states and tag universe in this walk: a loop's
+        later rounds and a goto's re-walk meet the same sets again (half the time it took)."""
+        key = (frozenset(states), self.tag_universe())
+        found = self._bounded.get(key)
+        if found is None:
+            found = self._bounded[key] = _bounded(states, self.transfer, key[1])
+        return set(found)   # a copy: the walk adds to the sets it is handed
+
     # -- statements -------------------------------------------------------------------------
     def statement(self, node: tree_sitter.Node, states: set) -> set:
         kind = node.type
         if len(states) > MAX_STATES:
-            states = _bounded(states, self.transfer, self.tag_universe())
+            states = self.bounded(states)
         if kind in _SKIPPED:
             return states
         if self.recording and kind in _RECORDED:
@@ -807,7 +817,14 @@ class _Walker:
 
 
 def _tag_of(function: Function, condition: tree_sitter.Node) -> tuple[str, bool] | None:
-    """Walker.branch_tag() of a condition of function."""
+    """Walker.branch_tag() of a condition of function (once per node: every path and walk asks)."""
+    tags = function.condition_tags
+    if condition.id not in tags:
+        tags[condition.id] = _read_tag(function, condition)
+    return tags[condition.id]
+
+
+def _read_tag(function: Function, condition: tree_sitter.Node) -> tuple[str, bool] | None:
     node, truth = _unwrap(condition), True
     while node.type == "unary_expression" and cparse.operator(node) == "!":
         node, truth = _unwrap(node.child_by_field_name("argument")), not truth

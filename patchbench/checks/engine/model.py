@@ -150,6 +150,9 @@ class Function:
         self._by_start = sorted(self.calls, key=lambda c: c.start)
         self._starts = [c.start for c in self._by_start]
         self._within: dict[tuple[int, int], list[CallSite]] = {}
+        # what the walks read of a condition node (flow._tag_of), by node id: it depends on the
+        # calls within it, so a copy with other calls (the RCU analysis's use sites) starts afresh
+        self.condition_tags: dict[int, tuple[str, bool] | None] = {}
 
 
 @dataclass

@@ -17,6 +17,7 @@ frozen out of the garbage collector, so that no worker's collection touches (and
 
 from __future__ import annotations
 
+import collections
 import gc
 import multiprocessing
 import signal
@@ -39,13 +40,38 @@ def run_all(work: Callable[[Task], Result], tasks: Sequence[Task], jobs: int,
     """[work(task) for task in tasks], on up to `jobs` forked processes. With `sizes` (a guess at
     each task's cost: a file's length), the largest are handed out first, so that no worker is
     left with a big one while the others have finished (a series of two large files and a small
-    one waits for one large file, not for a large and the small one after it)."""
+    one waits for one large file, not for a large and the small one after it). Without, each
+    worker takes the tasks of its own share of the list in order (see _Shares)."""
     gc.freeze()   # what the command built so far is never collected in a worker: its pages stay shared
     try:
         with _Workers(work, min(jobs, len(tasks))) as workers:
-            return workers.map(tasks, _largest_first(sizes) if sizes is not None else range(len(tasks)))
+            if sizes is not None:
+                return workers.map(tasks, _Shares(_largest_first(sizes), 1))
+            return workers.map(tasks, _Shares(range(len(tasks)), workers.count))
     finally:
         gc.unfreeze()
+
+
+class _Shares:
+    """Task indexes cut into `parts` contiguous shares, one per worker slot: a slot takes its own
+    share from the front, and once that is done, the back of the largest share left. Neighbouring
+    tasks (a directory's files, whose callers elsewhere a worker's call index answers keep warm)
+    then mostly go to one worker: two workers alternating through the same directories each
+    warmed the same answers. One part: every slot takes the next task of the one list."""
+
+    def __init__(self, order: Iterable[int], parts: int):
+        order = list(order)
+        size = max(1, -(-len(order) // parts))   # rounded up: the last share is the shortest
+        self.shares = [collections.deque(order[at:at + size]) for at in range(0, len(order), size)] or [
+            collections.deque()]
+
+    def take(self, slot: int) -> int | None:
+        """The next task index for the worker in `slot`, None when every share is done."""
+        own = self.shares[slot % len(self.shares)]
+        if own:
+            return own.popleft()
+        largest = max(self.shares, key=len)   # the first of the longest: no tie depends on timing
+        return largest.pop() if largest else None
 
 
 def _largest_first(sizes: Sequence[int]) -> list[int]:
@@ -101,14 +127,13 @@ class _Workers(Generic[Task, Result]):
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         return ours
 
-    def map(self, tasks: Sequence[Task], order: Iterable[int]) -> list[Result]:
-        """Results in task order, the tasks handed out in `order` (indexes)."""
+    def map(self, tasks: Sequence[Task], shares: "_Shares") -> list[Result]:
+        """Results in task order, the tasks handed out from `shares` (of indexes)."""
         results: list = [None] * len(tasks)
-        queue = iter(order)
-        busy: dict[Connection, int] = {}
+        busy: dict[Connection, tuple[int, int]] = {}   # -> (task index, the worker's slot)
 
-        def give(connection: Connection) -> None:
-            index = next(queue, None)
+        def give(connection: Connection, slot: int) -> None:
+            index = shares.take(slot)
             if index is None:
                 self.stop(connection)
                 return
@@ -118,14 +143,14 @@ class _Workers(Generic[Task, Result]):
                 connection = self.start()
                 done = self.live[connection][1]
             done[0] += 1
-            busy[connection] = index
+            busy[connection] = (index, slot)
             connection.send(tasks[index])
 
-        for _ in range(self.count):
-            give(self.start())
+        for slot in range(self.count):
+            give(self.start(), slot)
         while busy:
             for connection in wait(list(busy)):
-                index = busy.pop(connection)
+                index, slot = busy.pop(connection)
                 try:
                     kind, value = connection.recv()
                 except (EOFError, OSError):
@@ -136,7 +161,7 @@ class _Workers(Generic[Task, Result]):
                 if kind == "error":
                     raise value
                 results[index] = value
-                give(connection)
+                give(connection, slot)
         return results
 
     def stop(self, connection: Connection) -> None:

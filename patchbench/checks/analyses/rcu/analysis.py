@@ -599,9 +599,14 @@ def _way(way: Way) -> frozenset:
     return F.entry_facts(way.families, "entry") | {UNKNOWN}
 
 
-def ways_in(model: FileModel, function: Function) -> list[frozenset]:
+def ways_in(model: FileModel, function: Function) -> tuple[frozenset, ...]:
     """Entry contributions that do not depend on the walk: registration contexts (analyses.calling),
-    callers elsewhere in the tree, and ("unknown",) for ways whose state is not known."""
+    callers elsewhere in the tree, and ("unknown",) for ways whose state is not known. Once per
+    function of a file (each update-side write asks again, and the call index's answer is costly)."""
+    return model.memo(f"rcu.ways:{function.name}", lambda: tuple(_ways_in(model, function)))
+
+
+def _ways_in(model: FileModel, function: Function) -> list[frozenset]:
     ways: list[frozenset] = []
     registered = calling.registrations(model, function.name, tree=False)
     for way in registered:

@@ -215,12 +215,15 @@ def _dropped_and_retaken(function: Function) -> frozenset:
 
 
 def lock_op(model: FileModel, function: Function, call: CallSite) -> tuple[kfacts.LockOp, str] | None:
-    """The named lock (not a reader, not RTNL) the call takes, tries or drops, and its key."""
+    """The named lock (not a reader, not RTNL) the call takes, tries or drops, and its key (of
+    the call's own function: worked out once per call, which every path of every walk asks)."""
     op = kfacts.lock_op(call.name)
     if op is None or op.is_reader or op.kind == "rtnl" or op.action == "assert":
         return None
-    key = locks.lock_key(model, function, call, op)
-    return (op, key) if key is not None else None
+    keys = model.memo("rcu.lock_keys", dict)
+    if call not in keys:
+        keys[call] = locks.lock_key(model, function, call, op)
+    return (op, keys[call]) if keys[call] is not None else None
 
 
 _ROOT = re.compile(r"^(&?\(?)([A-Za-z_]\w*)")
@@ -264,14 +267,15 @@ def function_info(model: FileModel, function: Function, helpers: dict[str, P.Nee
     owned_locks: set = set()
     released: set = set()
     relevant = False
+    reads = False
     for call in function.calls:
         lock = lock_op(model, function, call)
         if lock:
             (released if lock[0].action == "release" else owned_locks).add(lock[1])
-        if need_of(call, helpers) is not None or call.name == P.ACCESS:
+        need = need_of(call, helpers)
+        if need is not None or call.name == P.ACCESS:
             relevant = True
-    reads = any((need.strict | need.weak) & P.READERS for call in function.calls
-                if (need := need_of(call, helpers)) is not None)
+        reads = reads or (need is not None and bool((need.strict | need.weak) & P.READERS))
     candidates = _candidates(model, function)
     iterators = _iterator_sites(model, function)
     relevant = relevant or bool(iterators)
