@@ -7,7 +7,7 @@ older than the per-kind alias macros, the module named after it (sch_tbf). So th
 provides a feature is found through those aliases, and the options that build it through the
 Kbuild Makefile of its directory (`obj-$(CONFIG_X) += f.o`, or f.o in a composite `m-y` whose
 `obj-$(CONFIG_X) += m.o`). Nothing here names a feature: the ways of asking and the alias macros
-are facts in netdev.toml ([selftest.uses]).
+are facts in netdev.toml ([selftest.needs.uses]).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ _MAX_DEPTH = 4   # composite objects nest one or two levels in Kbuild; deeper is
 
 @dataclass(frozen=True)
 class Use:
-    """A feature a script asks for: the way (a [selftest.uses] key), its name, the line it is on."""
+    """A feature a script asks for: the way (a [selftest.needs.uses] key), its name, the line it is on."""
     way: str
     name: str
     line: int

@@ -182,7 +182,8 @@ def _options_needed(git: Git, files: _Files, patch: AppliedPatch, path: str, fac
         return []   # not a test target with a config of its own (hardware tests, helpers)
     ways = facts["needs"]["uses"]
     asked = uses(after, ways)
-    new = [use for key, use in asked.items() if key not in uses(files.text(patch.parent, path) or "", ways)]
+    before = uses(files.text(patch.parent, path) or "", ways)
+    new = [use for key, use in asked.items() if key not in before]
     if not new:
         return []
     tree = providers.setdefault(patch.commit, Providers(git, files.blobs, patch.commit, ways,
