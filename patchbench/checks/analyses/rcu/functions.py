@@ -15,6 +15,7 @@ import copy
 import os
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import tree_sitter
 
@@ -137,8 +138,12 @@ def _iterator_sites(model: FileModel, function: Function) -> list[CallSite]:
 def _reads_rcu_value(text: str) -> bool:
     """The text calls something whose result may be an RCU-protected value: a read primitive,
     rcu_access_pointer(), a container_of() form around one, or a helper named by convention."""
-    return any(name in P.DEREFERENCES or name == P.ACCESS or name in P.CONTAINER or P.named_helper(name)
-               for name in _CALLED.findall(text))
+    return any(_returns_rcu_value(name) for name in _CALLED.findall(text))
+
+
+@lru_cache(maxsize=1 << 16)   # asked of every call in every function an RCU rule reads
+def _returns_rcu_value(name: str) -> bool:
+    return name in P.DEREFERENCES or name == P.ACCESS or name in P.CONTAINER or P.named_helper(name)
 
 
 def _candidates(model: FileModel, function: Function) -> frozenset:
@@ -148,13 +153,13 @@ def _candidates(model: FileModel, function: Function) -> frozenset:
         return frozenset()
     pointers = pointer_locals(model, function)
     assigned = re.findall(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]*);", text)
+    assigned = [(target, value, _reads_rcu_value(value)) for target, value in assigned if target in pointers]
     found: set[str] = set()
     changed = True
     while changed:
         changed = False
-        for target, value in assigned:
-            if target in pointers and target not in found and (
-                    _reads_rcu_value(value) or any(w in found for w in WORD.findall(value))):
+        for target, value, reads in assigned:
+            if target not in found and (reads or any(w in found for w in WORD.findall(value))):
                 found.add(target)
                 changed = True
     return frozenset(found)
