@@ -69,11 +69,15 @@ def select(spec: str, rule_ids: list[str], default_rule_ids: list[str] | None = 
     `default_rule_ids`, default: all), `netdev` (every check here that does not build), `builds`
     (those that do) and `all` (rules and netdev). A rule outside the defaults runs when named."""
     defaults = rule_ids if default_rule_ids is None else default_rule_ids
+    names = [part.strip() for part in spec.split(",") if part.strip()]
+    if names and all(name == RULES_GROUP or name in rule_ids for name in names):
+        # rules only: the checks' modules (a tenth of a second to import) are not needed
+        return {name for name in names if name != RULES_GROUP} | (set(defaults) if RULES_GROUP in names else set()), []
     check_ids = [module.ID for module in checks()]
     groups = {module.ID: getattr(module, "GROUP", NETDEV_GROUP) for module in checks()}
     rules: set[str] = set()
     chosen: list[str] = []
-    for name in filter(None, (part.strip() for part in spec.split(","))):
+    for name in names:
         if name in ("all", RULES_GROUP):
             rules.update(defaults)
         if name in ("all", NETDEV_GROUP, BUILDS_GROUP):
