@@ -6,6 +6,7 @@ register and call them; `lint` builds the index of that tree."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -115,10 +116,38 @@ def test_a_checkout_is_indexed_from_git_as_from_its_files(tree):
     (tree / "tools").mkdir()   # git is asked for .c and .h files outside tools/ and the like only
     (tree / "tools" / "user_space.c").write_text("int main(void)\n{\n}\n")
     (tree / "drivers" / "notes.txt").write_text("not C\n")
-    from_git = callindex.build._checkout_blobs(tree)
+    _, changed, listed = callindex.build._checkout(tree)
+    from_git, _ = callindex.build._checkout_blobs(tree, changed, listed)
     assert sorted(from_git) == sorted(callindex.build._walked_blobs(tree))
     assert {"drivers/new.c", "drivers/linked.h"} <= {path for path, _ in from_git}
     assert callindex.from_files(tree, 1).digest != walked
+
+
+def test_a_clean_checkout_seen_before_is_not_listed_again_and_a_staged_change_is_seen(tree):
+    """The digest of a checkout whose files agree with git's index is noted by that index file's
+    state: a staged change (the index rewritten, no file differing from it) gives a new digest."""
+    git(tree, "init", "-q")
+    git(tree, "add", "-A")
+    git(tree, "commit", "-q", "-m", "tree")
+    first = callindex.from_files(tree, 1).digest
+    note, changed, _ = callindex.build._checkout(tree)
+    assert not changed and note.read_text() == first + "\n"
+    assert callindex.from_files(tree, 1).digest == first
+    (tree / "drivers" / "user.c").write_text((tree / "drivers" / "user.c").read_text() + "\n")
+    git(tree, "add", "drivers/user.c")
+    staged = callindex.from_files(tree, 1).digest
+    assert staged != first
+    shutil.rmtree(note.parent)   # nothing noted: listed and hashed from nothing, the same answer
+    assert callindex.from_files(tree, 1).digest == staged
+    # a symlink's target outside the tree is not in git's index: it is hashed again on each use
+    outside = tree.parent / "outside.h"
+    outside.write_text("void two(void);\n")
+    (tree / "drivers" / "linked.h").symlink_to(outside)
+    git(tree, "add", "drivers/linked.h")
+    linked = callindex.from_files(tree, 1).digest
+    assert linked != staged and callindex.from_files(tree, 1).digest == linked
+    outside.write_text("void three(void);\n")   # git's index and the files agree; the target does not
+    assert callindex.from_files(tree, 1).digest != linked
 
 
 def test_no_index_means_unknown_callers_and_a_warning_that_says_so():

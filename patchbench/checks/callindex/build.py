@@ -262,8 +262,20 @@ def _needs(blobs: list[tuple[str, str]], summaries: list[dict], directory: Path)
 
 def from_files(root: Path, jobs: int) -> CallIndex:
     """The index of the C files and headers of a kernel work tree."""
-    blobs = _checkout_blobs(root)
-    return _build(_walked_blobs(root) if blobs is None else blobs, ("files", root), jobs)
+    checkout = _checkout(root)
+    if checkout is None:
+        return _build(_walked_blobs(root), ("files", root), jobs)
+    note, changed, listed = checkout
+    if note is not None and not changed:
+        known = _noted(note, root)
+        if known is not None:
+            return known
+    blobs, hashed = _checkout_blobs(root, changed, listed)
+    index = _build(blobs, ("files", root), jobs)
+    if note is not None and not changed:   # the symlinks' targets are hashed again on each use
+        found = dict(blobs)
+        _note(note, index.digest, {path: found.get(path, UNREADABLE) for path in hashed})
+    return index
 
 
 def _walked_blobs(root: Path) -> list[tuple[str, str]]:
@@ -283,37 +295,59 @@ def _walked_blobs(root: Path) -> list[tuple[str, str]]:
     return blobs
 
 
-def _checkout_blobs(root: Path) -> list[tuple[str, str]] | None:
-    """What _walked_blobs(root) gives, when root is the top of a git checkout, from git's index:
-    a file its stat data shows unchanged has the blob id recorded there (reading and hashing a
-    whole tree costs about 1.5 CPU-s, this a fifth of it). Changed, unmerged and untracked files
-    and symlinks (git records the link, the walk reads its target) are hashed as the walk does.
-    None when root is no checkout's top (or git cannot say)."""
+def _checkout(root: Path) -> tuple[Path | None, list[str], str] | None:
+    """When root is the top of a git checkout: (where the digest of its index is noted for this
+    state of git's index file, None if it cannot be told; the indexed paths whose content git's
+    index does not give: changed, unmerged and untracked; `git ls-files --stage` of the indexed
+    paths). None when root is no checkout's top (or git cannot say)."""
     git = Git.at(root)
     try:
-        code, top, _ = git.run("rev-parse", "--show-toplevel", check=False)
-        if code != 0 or Path(top.strip()).resolve() != root.resolve():
+        code, out, _ = git.run("rev-parse", "--show-toplevel", "--git-path", "index", check=False)
+        lines = out.splitlines()
+        if code != 0 or len(lines) != 2 or Path(lines[0]).resolve() != root.resolve():
             return None
         # git keeps only what indexed() would (a third of a kernel's 95 000 paths are neither .c
         # nor .h); the two that stat or walk the whole tree run while the index listing is read
         def listing(*command: str) -> str:
             return git.run(*command, "-z", "--", *_PATHSPEC, env=_GLOBBING)[1]
 
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            changed = pool.submit(listing, "diff-files", "--name-only")
-            untracked = pool.submit(listing, "ls-files", "--others")
-            staged, hashed = _staged(listing("ls-files", "--stage"))
+        with ThreadPoolExecutor(max_workers=2) as threads:
+            changed = threads.submit(listing, "diff-files", "--name-only")
+            untracked = threads.submit(listing, "ls-files", "--others")
+            listed = listing("ls-files", "--stage")
             others = changed.result().split("\0") + untracked.result().split("\0")
     except (OSError, GitFailed):   # no git installed, a repository git refuses: read every file
         return None
-    hashed.update(path for path in others if _walked(path))
+    return _checkout_note(root, root / lines[1]), sorted({path for path in others if _walked(path)}), listed
+
+
+def _checkout_note(root: Path, git_index: Path) -> Path | None:
+    """Where the index digest of root is noted while git's index file is this one (its stat data)
+    and no file differs from it: reading and hashing its 50 000 entries costs a fifth of a
+    second, which a `lint` of a few files would otherwise pay every time."""
+    try:
+        state = git_index.stat()
+    except OSError:
+        return None
+    key = hashlib.sha1(f"{root.resolve()}\0{state.st_ino} {state.st_size} {state.st_mtime_ns} {state.st_ctime_ns}"
+                       f"\0{SUFFIXES} {SKIPPED_DIRS}".encode()).hexdigest()
+    return cache_dir() / "checkouts" / key
+
+
+def _checkout_blobs(root: Path, changed: list[str], listed: str) -> tuple[list[tuple[str, str]], set[str]]:
+    """What _walked_blobs(root) gives, from git's index: a file its stat data shows unchanged has
+    the blob id recorded there (reading and hashing a whole tree costs about 1.5 CPU-s, this a
+    fifth of it); `changed` files and symlinks (git records the link, the walk reads its target)
+    are hashed as the walk does. Also the paths hashed."""
+    staged, hashed = _staged(listed)
+    hashed.update(changed)
     for path in hashed:
         staged.pop(path, None)
         try:
             staged[path] = blob_store.blob_id((root / path).read_bytes())
         except OSError:
             continue   # deleted, or a directory (a symlink to one, a submodule)
-    return list(staged.items())
+    return list(staged.items()), hashed
 
 
 def _staged(listed: str) -> tuple[dict[str, str], set[str]]:
@@ -354,13 +388,10 @@ def from_git(git_dir: Path, rev: str, jobs: int) -> CallIndex:
     listing and hashing 80 000 paths: most of opening the index for a `check`)."""
     git = Git(git_dir)
     tree = git.out("rev-parse", "--verify", "--end-of-options", rev + "^{tree}")
-    known = _tree_digest_path(tree)
-    try:
-        digest = known.read_text().strip()
-        if (known.parent.parent / f"{digest}.sqlite").is_file():
-            return _in_use(digest, known.parent.parent)
-    except OSError:
-        pass
+    note = _tree_digest_path(tree)
+    known = _noted(note)
+    if known is not None:
+        return known
     blobs = []
     for line in git.out("ls-tree", "-r", "--full-tree", tree).splitlines():
         meta, _, path = line.partition("\t")
@@ -368,14 +399,42 @@ def from_git(git_dir: Path, rev: str, jobs: int) -> CallIndex:
         if len(parts) == 3 and parts[1] == "blob" and indexed(path):
             blobs.append((path, parts[2]))
     index = _build(blobs, ("git", git_dir), jobs)
+    _note(note, index.digest)
+    return index
+
+
+UNREADABLE = "-"   # the blob id noted for a path that could not be read
+
+
+def _noted(note: Path, root: Path | None = None) -> CallIndex | None:
+    """The index whose digest `note` holds, when it is still stored and the files of root noted
+    with it (those git's index cannot vouch for) still hash the same."""
     try:
-        known.parent.mkdir(parents=True, exist_ok=True)
-        partial = known.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(index.digest)
-        partial.replace(known)
+        digest, *hashed = note.read_text().splitlines()
+    except OSError:
+        return None
+    for line in hashed:
+        blob, _, path = line.partition(" ")
+        try:
+            now = blob_store.blob_id((root / path).read_bytes())
+        except OSError:
+            now = UNREADABLE
+        if now != blob:
+            return None
+    directory = note.parent.parent
+    return _in_use(digest, directory) if (directory / f"{digest}.sqlite").is_file() else None
+
+
+def _note(note: Path, digest: str, hashed: dict[str, str] | None = None) -> None:
+    """Note `digest`, and the blob id of each file of `hashed` it holds for (path -> blob id)."""
+    lines = [digest, *(f"{blob} {path}" for path, blob in sorted((hashed or {}).items()))]
+    try:
+        note.parent.mkdir(parents=True, exist_ok=True)
+        partial = note.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text("\n".join(lines) + "\n")
+        partial.replace(note)
     except OSError:
         pass   # a read-only cache only costs time
-    return index
 
 
 def _tree_digest_path(tree: str) -> Path:
