@@ -82,9 +82,14 @@ def test_indexes_of_other_trees_unused_for_two_weeks_go_the_one_opened_stays(tmp
     stale = _index_file(built.directory, "0" * 40 + ".sqlite", blob_store.STALE_DAYS + 1)
     recent = _index_file(built.directory, "1" * 40 + ".sqlite", blob_store.STALE_DAYS - 1)
     left_by_a_killed_build = _index_file(built.directory, "2" * 40 + ".4242.tmp", blob_store.STALE_DAYS + 1)
+    notes = built.directory / ("trees" if opened_from == "git" else "checkouts")
+    [this_note] = notes.iterdir()   # the digest of this tree's index, noted by the first opening
+    os.utime(this_note, (built_long_ago, built_long_ago))
+    stale_note = _index_file(notes, "3" * 40, blob_store.STALE_DAYS + 1)
     again = opened()
     assert again.digest == built.digest
     assert time.time() - in_use.stat().st_mtime < DAY
+    assert time.time() - this_note.stat().st_mtime < DAY, "a note looked up is marked used"
     assert again.defs("mesh_data"), "the index still answers"
-    assert not stale.exists() and not left_by_a_killed_build.exists()
+    assert not stale.exists() and not left_by_a_killed_build.exists() and not stale_note.exists()
     assert recent.is_file()

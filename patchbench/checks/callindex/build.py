@@ -114,13 +114,22 @@ def _in_use(digest: str, directory: Path) -> CallIndex:
         entries = list(directory.iterdir())
     except OSError:
         entries = []   # a read-only cache: nothing is noted or removed
+    for notes in NOTES:   # the notes of trees and checkouts no run has looked up for as long
+        try:
+            entries.extend((directory / notes).iterdir())
+        except OSError:
+            continue
     for entry in entries:
-        if entry != stored and entry.suffix in (".sqlite", ".tmp") and blob_store.unused(entry):
+        if entry != stored and (entry.suffix in (".sqlite", ".tmp") or entry.parent.name in NOTES) and \
+                blob_store.unused(entry):
             try:
                 entry.unlink()
             except OSError:
                 pass   # another run removed it first, or the cache is not ours to change
     return CallIndex(digest, directory)
+
+
+NOTES = ("trees", "checkouts")   # where the digest of a git tree's and of a checkout's index is noted
 
 
 def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries: list[dict],
@@ -331,7 +340,7 @@ def _checkout_note(root: Path, git_index: Path) -> Path | None:
         return None
     key = hashlib.sha1(f"{root.resolve()}\0{state.st_ino} {state.st_size} {state.st_mtime_ns} {state.st_ctime_ns}"
                        f"\0{SUFFIXES} {SKIPPED_DIRS}".encode()).hexdigest()
-    return cache_dir() / "checkouts" / key
+    return cache_dir() / NOTES[1] / key
 
 
 def _checkout_blobs(root: Path, changed: list[str], listed: str) -> tuple[list[tuple[str, str]], set[str]]:
@@ -422,7 +431,11 @@ def _noted(note: Path, root: Path | None = None) -> CallIndex | None:
         if now != blob:
             return None
     directory = note.parent.parent
-    return _in_use(digest, directory) if (directory / f"{digest}.sqlite").is_file() else None
+    if not (directory / f"{digest}.sqlite").is_file():
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(note)   # used now: kept as long as it is looked up (_in_use)
+    return _in_use(digest, directory)
 
 
 def _note(note: Path, digest: str, hashed: dict[str, str] | None = None) -> None:
@@ -441,4 +454,4 @@ def _tree_digest_path(tree: str) -> Path:
     """Where the digest of git tree `tree`'s index is noted; the key includes what indexed()
     keeps, so a change of that never reads a stale digest."""
     key = hashlib.sha1(f"{tree} {SUFFIXES} {SKIPPED_DIRS}".encode()).hexdigest()
-    return cache_dir() / "trees" / key
+    return cache_dir() / NOTES[0] / key
