@@ -417,10 +417,22 @@ def rule_query(name: str) -> tree_sitter.Query:
 
 
 def captures(q: tree_sitter.Query, node: tree_sitter.Node) -> dict[str, list[tree_sitter.Node]]:
-    """Captures of q under node, by capture name (tree-sitter 0.25 QueryCursor API)."""
-    return tree_sitter.QueryCursor(q).captures(node)
+    """Captures of q under node, by capture name (tree-sitter 0.25 QueryCursor API), each list in
+    document order (enclosing nodes first). The cursor's own order is not that for nested
+    captures, and differs between processes: a rule quoting "the first" access took another one
+    from run to run."""
+    return {name: sorted(nodes, key=_document_order)
+            for name, nodes in tree_sitter.QueryCursor(q).captures(node).items()}
+
+
+def _document_order(node: tree_sitter.Node) -> tuple[int, int]:
+    return node.start_byte, -node.end_byte
 
 
 def matches(q: tree_sitter.Query, node: tree_sitter.Node) -> list[dict[str, list[tree_sitter.Node]]]:
-    """One dict of captures per match of q under node."""
-    return [found for _, found in tree_sitter.QueryCursor(q).matches(node)]
+    """One dict of captures per match of q under node, in document order of the matches' first
+    nodes (then by pattern), for the reason captures() gives."""
+    found = tree_sitter.QueryCursor(q).matches(node)
+    return [captured for _, _, captured in sorted(
+        ((min(_document_order(n) for nodes in captured.values() for n in nodes), pattern, captured)
+         for pattern, captured in found), key=lambda entry: entry[:2])]
