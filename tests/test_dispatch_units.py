@@ -8,7 +8,9 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -24,8 +26,10 @@ from patchbench.dispatch.jobs import JobResult
 from patchbench.dispatch.kconfig import KernelConfig, check_dotconfig
 from patchbench.dispatch.store import ResultStore
 from tests.conftest import require_tool
+from tests.support.farm import descendants
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dispatch"
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures" / "dispatch"
 SRC = "/cache/slot-0/src"
 
 
@@ -144,6 +148,42 @@ def test_timeout_kills_the_whole_process_group_and_says_so(tmp_path):
     done = sandbox.run(["sh", "-c", "sleep 60 & sleep 60"], timeout=1, log=tmp_path / "log")
     assert done.timed_out and done.seconds < 10
     assert "killed after 1 s timeout" in (tmp_path / "log").read_text()
+
+
+@pytest.mark.parametrize("sandboxed", [False, True], ids=["alone", "bwrap"])
+def test_a_command_dies_with_the_process_that_ran_it(tmp_path, sandboxed):
+    """A farm worker SIGKILLed mid-job: a command run alone (QEMU) or under bubblewrap with processes
+    of its own (make and its compilers) goes with it, rather than running on to the end of its guest
+    or build."""
+    if sandboxed:
+        require_tool("bwrap")
+    command = ["sh", "-c", "sleep 600 & wait"] if sandboxed else ["sleep", "600"]
+    ran_by = ("import sys; from pathlib import Path; from patchbench.dispatch import sandbox; "
+              f"sandbox.run(sys.argv[2:], timeout=900, log=Path(sys.argv[1]), sandbox={[] if sandboxed else None})")
+    helper = subprocess.Popen([sys.executable, "-c", ran_by, str(tmp_path / "log"), *command],
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.monotonic() + 30
+    while not (sleeps := [pid for pid, comm in descendants(helper.pid) if comm == "sleep"]):
+        assert helper.poll() is None and time.monotonic() < deadline, "the command never started"
+        time.sleep(0.05)
+    helper.kill()
+    helper.wait()
+    deadline = time.monotonic() + 5
+    while alive := [pid for pid in sleeps if _running(pid)]:
+        if time.monotonic() > deadline:
+            for pid in alive:
+                os.kill(pid, 9)
+            raise AssertionError(f"sleep {alive} outlived the process that ran it")
+        time.sleep(0.05)
+
+
+def _running(pid: int) -> bool:
+    """Not gone and not a zombie (one whose new parent has not reaped it yet is dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat[stat.rindex(")") + 2] not in "ZX"
 
 
 def test_results_are_stored_and_shown(tmp_path, capsys):
