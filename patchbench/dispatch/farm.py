@@ -43,7 +43,7 @@ from patchbench.dispatch.build import Context, key_of
 from patchbench.dispatch.jobs import (BootJob, CheckJob, Job, JobResult, KernelJob, ObjectsJob, commits_of, in_repo,
                                       repo_of)
 from patchbench.dispatch.progress import PlainProgress
-from patchbench.dispatch.runner import execute
+from patchbench.dispatch.runner import execute, store_result
 from patchbench.dispatch.store import ResultStore
 from patchbench.errors import BadInput
 
@@ -221,7 +221,7 @@ class FarmRunner:
         results = [r for unit in units for r in unit.results or []]
         if self.store is not None:
             for job, result in zip([j for unit in units for j in unit.jobs], results):
-                self.store.add(self.run_id, repo_of(job), result, job_id=wire.job_id(job))
+                store_result(self.store, self.run_id, job, result)
         return results
 
     def _source(self, jobs: list[Job]) -> mirror.Source:
