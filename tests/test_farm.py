@@ -9,6 +9,7 @@ runner's result for the same job.
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import re
@@ -115,6 +116,27 @@ def test_a_crash_an_earlier_farm_run_saw_is_named_again(hanging_boots, workers, 
     (again,) = FarmRunner(broker, store=store, timeout=300).run(jobs[1:], ctx)
     assert (again.fingerprint, again.seen_before) == (first.fingerprint, [jobs[0].commit])
     store.close()
+
+
+def test_farm_progress_says_how_long_a_job_took_where_it_ran(hanging_boots, workers, broker, tmp_path):
+    jobs, cache = hanging_boots
+    workers.visibility_timeout = 120
+    workers.start("w1@test", cache=cache)
+    shown = io.StringIO()
+    started = time.monotonic()
+    FarmRunner(broker, timeout=300).run(jobs[:1], Context(cache=tmp_path / "submitter", logs=tmp_path / "logs",
+                                                          progress=PlainProgress(shown)))
+    took = time.monotonic() - started
+    label = f"patchbench: boot head {jobs[0].commit[:12]}:"
+    assert shown.getvalue().startswith(f"{label} started\n")
+    seconds = float(re.fullmatch(rf"{re.escape(label)} fail \(.* on w1@test\) in ([\d.]+) s\n",
+                                 shown.getvalue().splitlines(keepends=True)[1])[1])
+    assert 3 <= seconds <= took   # the guest ran to its 3 s limit, on the worker
+    # The worker's log: the job's stages timed from its start, not by the machine's clock.
+    stages = re.findall(rf"^{re.escape(label)} (.*) \((\d+) s\)$", (tmp_path / "w1@test.log").read_text(), re.M)
+    assert [stage for stage, _ in stages] == ["changed functions and exercises", "initramfs", "probe accelerator",
+                                              "boot (tcg)"]
+    assert all(int(at) <= took for _, at in stages)
 
 
 def _comparable(result) -> tuple:
