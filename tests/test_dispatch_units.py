@@ -10,13 +10,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from patchbench.cli import main
-from patchbench.dispatch import commits, console, initramfs, sandbox, warnings
+from patchbench.dispatch import commits, console, initramfs, sandbox, warnings, workspace
 from patchbench.dispatch.boot import judge
 from patchbench.dispatch.build import objects_for
 from patchbench.dispatch.kbuild import Kbuild
@@ -200,6 +201,38 @@ def test_results_are_stored_and_shown(tmp_path, capsys):
     assert "abcdef123456" in out and "fail" in out and "WARNING:tun_init|x" in out
     assert main(["results", "--db", str(db), "--format", "json", "--status", "pass"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+@pytest.mark.parametrize("leftover", [False, True], ids=["fresh", "cold-slot-left"])
+def test_a_second_build_of_a_key_waits_for_its_warm_slot_and_makes_no_cold_one(tmp_path, leftover):
+    """Two runs of the same base and config at once: the second waits for the first's build directory
+    (warm: it recompiles only what changed) instead of configuring a cold one, even when an older
+    version left a cold slot there, and makes none."""
+    key_dir = tmp_path / "cache" / "builds" / "key"
+    if leftover:
+        (key_dir / "slot-1").mkdir(parents=True)
+    holding, release, waiting = threading.Event(), threading.Event(), threading.Event()
+    took: list[str] = []
+
+    def build(name: str, hold: bool) -> None:
+        with workspace.hold_slot(tmp_path, "key", tmp_path / "cache", on_wait=waiting.set) as slot:
+            took.append(f"{name} {slot.root.name}")
+            if hold:
+                (slot.obj / ".config").write_text("# configured\n")
+                holding.set()
+                release.wait(30)
+                took.append(f"{name} done")
+    first = threading.Thread(target=build, args=("first", True))
+    first.start()
+    assert holding.wait(30)
+    second = threading.Thread(target=build, args=("second", False))
+    second.start()
+    assert waiting.wait(30) and took == ["first slot-0"]
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert took == ["first slot-0", "first done", "second slot-0"]
+    assert sorted(p.name for p in key_dir.iterdir()) == (["slot-0", "slot-1"] if leftover else ["slot-0"])
 
 
 def _repo_with_two_commits(tmp_path: Path) -> Path:
