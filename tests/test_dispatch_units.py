@@ -8,13 +8,16 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from patchbench.cli import main
-from patchbench.dispatch import commits, console, initramfs, sandbox, warnings
+from patchbench.dispatch import commits, console, initramfs, sandbox, warnings, workspace
 from patchbench.dispatch.boot import judge
 from patchbench.dispatch.build import objects_for
 from patchbench.dispatch.kbuild import Kbuild
@@ -24,8 +27,10 @@ from patchbench.dispatch.jobs import JobResult
 from patchbench.dispatch.kconfig import KernelConfig, check_dotconfig
 from patchbench.dispatch.store import ResultStore
 from tests.conftest import require_tool
+from tests.support.farm import descendants
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dispatch"
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures" / "dispatch"
 SRC = "/cache/slot-0/src"
 
 
@@ -146,6 +151,42 @@ def test_timeout_kills_the_whole_process_group_and_says_so(tmp_path):
     assert "killed after 1 s timeout" in (tmp_path / "log").read_text()
 
 
+@pytest.mark.parametrize("sandboxed", [False, True], ids=["alone", "bwrap"])
+def test_a_command_dies_with_the_process_that_ran_it(tmp_path, sandboxed):
+    """A farm worker SIGKILLed mid-job: a command run alone (QEMU) or under bubblewrap with processes
+    of its own (make and its compilers) goes with it, rather than running on to the end of its guest
+    or build."""
+    if sandboxed:
+        require_tool("bwrap")
+    command = ["sh", "-c", "sleep 600 & wait"] if sandboxed else ["sleep", "600"]
+    ran_by = ("import sys; from pathlib import Path; from patchbench.dispatch import sandbox; "
+              f"sandbox.run(sys.argv[2:], timeout=900, log=Path(sys.argv[1]), sandbox={[] if sandboxed else None})")
+    helper = subprocess.Popen([sys.executable, "-c", ran_by, str(tmp_path / "log"), *command],
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.monotonic() + 30
+    while not (sleeps := [pid for pid, comm in descendants(helper.pid) if comm == "sleep"]):
+        assert helper.poll() is None and time.monotonic() < deadline, "the command never started"
+        time.sleep(0.05)
+    helper.kill()
+    helper.wait()
+    deadline = time.monotonic() + 5
+    while alive := [pid for pid in sleeps if _running(pid)]:
+        if time.monotonic() > deadline:
+            for pid in alive:
+                os.kill(pid, 9)
+            raise AssertionError(f"sleep {alive} outlived the process that ran it")
+        time.sleep(0.05)
+
+
+def _running(pid: int) -> bool:
+    """Not gone and not a zombie (one whose new parent has not reaped it yet is dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat[stat.rindex(")") + 2] not in "ZX"
+
+
 def test_results_are_stored_and_shown(tmp_path, capsys):
     db = tmp_path / "results.sqlite"
     store = ResultStore(db)
@@ -160,6 +201,38 @@ def test_results_are_stored_and_shown(tmp_path, capsys):
     assert "abcdef123456" in out and "fail" in out and "WARNING:tun_init|x" in out
     assert main(["results", "--db", str(db), "--format", "json", "--status", "pass"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+@pytest.mark.parametrize("leftover", [False, True], ids=["fresh", "cold-slot-left"])
+def test_a_second_build_of_a_key_waits_for_its_warm_slot_and_makes_no_cold_one(tmp_path, leftover):
+    """Two runs of the same base and config at once: the second waits for the first's build directory
+    (warm: it recompiles only what changed) instead of configuring a cold one, even when an older
+    version left a cold slot there, and makes none."""
+    key_dir = tmp_path / "cache" / "builds" / "key"
+    if leftover:
+        (key_dir / "slot-1").mkdir(parents=True)
+    holding, release, waiting = threading.Event(), threading.Event(), threading.Event()
+    took: list[str] = []
+
+    def build(name: str, hold: bool) -> None:
+        with workspace.hold_slot(tmp_path, "key", tmp_path / "cache", on_wait=waiting.set) as slot:
+            took.append(f"{name} {slot.root.name}")
+            if hold:
+                (slot.obj / ".config").write_text("# configured\n")
+                holding.set()
+                release.wait(30)
+                took.append(f"{name} done")
+    first = threading.Thread(target=build, args=("first", True))
+    first.start()
+    assert holding.wait(30)
+    second = threading.Thread(target=build, args=("second", False))
+    second.start()
+    assert waiting.wait(30) and took == ["first slot-0"]
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert took == ["first slot-0", "first done", "second slot-0"]
+    assert sorted(p.name for p in key_dir.iterdir()) == (["slot-0", "slot-1"] if leftover else ["slot-0"])
 
 
 def _repo_with_two_commits(tmp_path: Path) -> Path:

@@ -9,10 +9,12 @@ runner's result for the same job.
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import re
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -23,8 +25,9 @@ import pytest
 import redis
 
 from patchbench.cli import main
-from patchbench.dispatch.build import Context
+from patchbench.dispatch.build import Context, kernel_image
 from patchbench.dispatch.farm import CHECK_QUEUE, FarmRunner
+from patchbench.dispatch.jobs import BootJob, Target
 from patchbench.dispatch.progress import PlainProgress
 from patchbench.dispatch.runner import check_jobs, execute
 from patchbench.dispatch.store import ResultStore
@@ -33,7 +36,7 @@ from patchbench.tree import AppliedPatch, ApplyResult
 from tests.conftest import require_tool
 from tests.support import kernel
 from tests.support.farm import RedisServer, Workers, free_port, redis_server
-from tests.support.git_series import git
+from tests.support.git_series import commit_files, git
 from tests.support.ring_series import TUN_HELPER_UNLOCKED_PATH, commit_series, make_series, tun_patch
 
 pytestmark = pytest.mark.kernel
@@ -74,6 +77,66 @@ def series_commits(kernel_tree, tmp_path_factory):
     applied = [AppliedPatch(n, sha, parent, [edit[0]], edit[1])
                for n, (sha, parent, edit) in enumerate(zip(shas, [base, *shas], edits), 1)]
     return repo, base, ApplyResult(repo, base, "test", applied, None, tip)
+
+
+@pytest.fixture
+def hanging_boots(tmp_path, monkeypatch) -> tuple[list[BootJob], Path]:
+    """Boot jobs of two commits of a small repository, and a worker's cache holding their "kernels"
+    where its kernel builds would have put them: a multiboot image that halts at once without a word.
+    Each boot is a real QEMU run (TCG, killed at its 3 s limit) that fails the same way every time,
+    with a fingerprint, and no kernel is built."""
+    for tool in ("qemu-system-x86_64", "busybox", "gcc"):
+        require_tool(tool)
+    monkeypatch.setenv("PATCHBENCH_ACCEL", "tcg")   # the workers inherit it: no KVM probe of this guest
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    base = commit_files(repo, None, {"Makefile": b"# base\n"}, "base")
+    commits = [commit_files(repo, base, {"Makefile": f"# change {n}\n".encode()}, f"change {n}") for n in (1, 2)]
+    magic, flags = 0x1BADB002, 0x10000   # flags: load the file as it is, at the addresses below
+    halt = struct.pack("<8I", magic, flags, -(magic + flags) & 0xFFFFFFFF, 0x100000, 0x100000, 0, 0, 0x100020)
+    halt += bytes([0xFA, 0xF4, 0xEB, 0xFD])   # cli; hlt; jmp back to hlt
+    target, cache = Target(repo, base), tmp_path / "w1-cache"
+    for commit in commits:
+        image = kernel_image(target, commit, cache)
+        image.parent.mkdir(parents=True)
+        image.write_bytes(halt)
+    return [BootJob(target, commit, 1, timeout=1.0, count_calls=False, exercise=False) for commit in commits], cache
+
+
+def test_a_crash_an_earlier_farm_run_saw_is_named_again(hanging_boots, workers, broker, tmp_path):
+    jobs, cache = hanging_boots
+    workers.visibility_timeout = 120   # a boot takes seconds: no redelivery while it runs
+    workers.start("w1@test", cache=cache)
+    store = ResultStore(tmp_path / "results.sqlite")
+    ctx = Context(cache=tmp_path / "submitter", logs=tmp_path / "logs", progress=PlainProgress(sys.stderr))
+    (first,) = FarmRunner(broker, store=store, timeout=300).run(jobs[:1], ctx)
+    assert (first.status, first.worker, first.seen_before) == ("fail", "w1@test", [])
+    assert first.fingerprint.startswith("HANG:")
+    (again,) = FarmRunner(broker, store=store, timeout=300).run(jobs[1:], ctx)
+    assert (again.fingerprint, again.seen_before) == (first.fingerprint, [jobs[0].commit])
+    store.close()
+
+
+def test_farm_progress_says_how_long_a_job_took_where_it_ran(hanging_boots, workers, broker, tmp_path):
+    jobs, cache = hanging_boots
+    workers.visibility_timeout = 120
+    workers.start("w1@test", cache=cache)
+    shown = io.StringIO()
+    started = time.monotonic()
+    FarmRunner(broker, timeout=300).run(jobs[:1], Context(cache=tmp_path / "submitter", logs=tmp_path / "logs",
+                                                          progress=PlainProgress(shown)))
+    took = time.monotonic() - started
+    label = f"patchbench: boot head {jobs[0].commit[:12]}:"
+    assert shown.getvalue().startswith(f"{label} started\n")
+    seconds = float(re.fullmatch(rf"{re.escape(label)} fail \(.* on w1@test\) in ([\d.]+) s\n",
+                                 shown.getvalue().splitlines(keepends=True)[1])[1])
+    assert 3 <= seconds <= took   # the guest ran to its 3 s limit, on the worker
+    # The worker's log: the job's stages timed from its start, not by the machine's clock.
+    stages = re.findall(rf"^{re.escape(label)} (.*) \((\d+) s\)$", (tmp_path / "w1@test.log").read_text(), re.M)
+    assert [stage for stage, _ in stages] == ["changed functions and exercises", "initramfs", "probe accelerator",
+                                              "boot (tcg)"]
+    assert all(int(at) <= took for _, at in stages)
 
 
 def _comparable(result) -> tuple:

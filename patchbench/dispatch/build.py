@@ -7,6 +7,7 @@ import shutil
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Iterator
 
@@ -55,7 +56,8 @@ def kernel_image(target: Target, commit: str, cache: Path) -> Path:
 @contextmanager
 def configured(target: Target, commit: str, ctx: Context, log: Path, timeout: float) -> Iterator[Kbuild]:
     """A build slot for `target` with `commit` checked out and the kernel configured."""
-    with workspace.hold_slot(target.repo, key_of(target), ctx.cache) as slot:
+    held_elsewhere = partial(ctx.progress.stage, "waiting for the build directory another run holds")
+    with workspace.hold_slot(target.repo, key_of(target), ctx.cache, on_wait=held_elsewhere) as slot:
         ctx.progress.stage("checkout")
         slot.checkout(commit)
         kbuild = Kbuild(slot, dict(target.make_vars), ctx.jobs, target.sandboxed)

@@ -43,7 +43,7 @@ from patchbench.dispatch.build import Context, key_of
 from patchbench.dispatch.jobs import (BootJob, CheckJob, Job, JobResult, KernelJob, ObjectsJob, commits_of, in_repo,
                                       repo_of)
 from patchbench.dispatch.progress import PlainProgress
-from patchbench.dispatch.runner import execute
+from patchbench.dispatch.runner import execute_shown, store_result
 from patchbench.dispatch.store import ResultStore
 from patchbench.errors import BadInput
 
@@ -102,17 +102,19 @@ def _run_jobs_task(task, jobs: list[dict], source: dict) -> list[dict]:
     ctx = Context(cache=cache, logs=cache / "logs" / "farm", progress=PlainProgress())
     name = task.request.hostname
     sent = [wire.job_from_dict(data, cache) for data in jobs]
+    start = time.monotonic()
     try:
         repo = mirror.checkout_repo(wire.source_from_dict(source), cache)
     except mirror.FetchFailed as failed:
-        return [wire.result_to_dict(JobResult(job.kind, job.patch, job.commit, "error", 0.0, reason=str(failed),
-                                              worker=name)) for job in sent]
+        return [wire.result_to_dict(JobResult(job.kind, job.patch, job.commit, "error", time.monotonic() - start,
+                                              reason=str(failed), worker=name)) for job in sent]
     results = []
     for job in sent:
+        start = time.monotonic()
         try:
-            result = execute(in_repo(job, repo), ctx)
+            result = execute_shown(in_repo(job, repo), ctx)
         except SoftTimeLimitExceeded:
-            result = JobResult(job.kind, job.patch, job.commit, "error", 0.0,
+            result = JobResult(job.kind, job.patch, job.commit, "error", time.monotonic() - start,
                                reason="timed out: stopped at the farm's soft time limit")
         result.worker = name
         results.append(wire.result_to_dict(result, with_log=True))
@@ -221,7 +223,7 @@ class FarmRunner:
         results = [r for unit in units for r in unit.results or []]
         if self.store is not None:
             for job, result in zip([j for unit in units for j in unit.jobs], results):
-                self.store.add(self.run_id, repo_of(job), result, job_id=wire.job_id(job))
+                store_result(self.store, self.run_id, job, result)
         return results
 
     def _source(self, jobs: list[Job]) -> mirror.Source:
@@ -327,8 +329,9 @@ class FarmRunner:
                 reason = (f"timed out: killed at the farm's time limit of {unit.limit:.0f} s"
                           if isinstance(async_result.result, TimeLimitExceeded)
                           else f"farm task failed: {async_result.result!r}"[:300])
-                unit.results = [JobResult(job.kind, job.patch, job.commit, "error", 0.0, reason=reason)
-                                for job in unit.jobs]
+                # No worker said how long: the time since the task was sent is all there is.
+                unit.results = [JobResult(job.kind, job.patch, job.commit, "error", time.monotonic() - unit.sent,
+                                          reason=reason) for job in unit.jobs]
             elif state == "PENDING" and unit.worker and not self._live([unit.worker]):
                 # Its warm worker stopped: the job sits in that worker's own queue. Send it again.
                 unit.worker = None
@@ -340,4 +343,4 @@ class FarmRunner:
             for result in unit.results:
                 where = f" on {result.worker}" if result.worker else ""
                 progress.start(result.scope or result.kind, result.patch, result.commit)
-                progress.finish(result.status, (result.reason + where).strip())
+                progress.finish(result.status, (result.reason + where).strip(), result.seconds)

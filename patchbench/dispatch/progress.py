@@ -36,10 +36,14 @@ class PlainProgress:
     def line(self, text: str) -> None:
         pass
 
-    def finish(self, status: str, reason: str) -> None:
+    def finish(self, status: str, reason: str, seconds: float | None = None) -> None:
+        """`seconds`: how long the job took where it ran (on a farm worker); None: since start()."""
         detail = f" ({reason})" if reason else ""
-        print(f"patchbench: {self.label}: {status}{detail} in {time.monotonic() - self.started:.1f} s",
+        print(f"patchbench: {self.label}: {status}{detail} in {self._took(seconds):.1f} s",
               file=self.stream, flush=True)
+
+    def _took(self, seconds: float | None) -> float:
+        return time.monotonic() - self.started if seconds is None else seconds
 
     def close(self) -> None:
         pass
@@ -74,11 +78,10 @@ class LiveProgress(PlainProgress):
     def line(self, text: str) -> None:
         self.tail.append(text)
 
-    def finish(self, status: str, reason: str) -> None:
+    def finish(self, status: str, reason: str, seconds: float | None = None) -> None:
         style = {"pass": "green", "fail": "red", "error": "red", "skip": "yellow"}.get(status, "")
         detail = f" ({reason})" if reason else ""
-        self.console.print(Text(f"{self.label}: {status}{detail} in {time.monotonic() - self.started:.1f} s",
-                                style=style))
+        self.console.print(Text(f"{self.label}: {status}{detail} in {self._took(seconds):.1f} s", style=style))
         self.label = ""
 
     def close(self) -> None:

@@ -85,22 +85,30 @@ class LocalRunner:
         results = []
         try:
             for job in jobs:
-                ctx.progress.start(_scope(job) or job.kind, job.patch, job.commit)
-                result = self._one(job, ctx)
-                ctx.progress.finish(result.status, result.reason)
+                result = execute_shown(job, ctx)
+                if self.store is not None:
+                    store_result(self.store, self.run_id, job, result)
                 results.append(result)
         finally:
             ctx.progress.close()
         return results
 
-    def _one(self, job: Job, ctx: Context) -> JobResult:
-        result = execute(job, ctx)
-        if self.store is not None:
-            if result.fingerprint:
-                result.seen_before = sorted({r.data["commit"] for r in
-                                             self.store.seen_before(result.fingerprint, self.run_id)})
-            self.store.add(self.run_id, repo_of(job), result, job_id=job_id(job))
-        return result
+
+def store_result(store: ResultStore, run_id: str, job: Job, result: JobResult) -> None:
+    """Store a job's result, after naming in it the commits of earlier runs that failed with the same
+    fingerprint (the same crash recognised again); a result the run has already is kept once."""
+    if result.fingerprint:
+        result.seen_before = sorted({r.data["commit"] for r in store.seen_before(result.fingerprint, run_id)})
+    store.add(run_id, repo_of(job), result, job_id=job_id(job))
+
+
+def execute_shown(job: Job, ctx: Context) -> JobResult:
+    """execute() between the job's progress lines: its stages are timed from its start, and its
+    finish says how long it took."""
+    ctx.progress.start(_scope(job) or job.kind, job.patch, job.commit)
+    result = execute(job, ctx)
+    ctx.progress.finish(result.status, result.reason, result.seconds)
+    return result
 
 
 def execute(job: Job, ctx: Context) -> JobResult:

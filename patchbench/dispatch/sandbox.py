@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
@@ -15,6 +16,8 @@ from typing import Callable
 from patchbench.errors import BadInput
 
 LineSink = Callable[[str], None]
+PR_SET_PDEATHSIG = 1               # <linux/prctl.h>
+_prctl = ctypes.CDLL(None, use_errno=True).prctl   # looked up here: the child between fork and exec only calls it
 
 
 @dataclass
@@ -52,7 +55,10 @@ def run(argv: list[str], *, timeout: float, log: Path, cwd: Path | None = None,
     """Run argv (inside bwrap when `sandbox` lists the writable paths, `readable` the read-only ones
     that may be under /tmp), logging every line.
 
-    The whole process group is killed at `timeout` seconds; the log says so.
+    The whole process group is killed at `timeout` seconds; the log says so. The command dies with
+    this process (a worker SIGKILLed mid-job leaves no QEMU or make behind): its own process by a
+    parent-death signal, and under bwrap everything it started (bwrap's --die-with-parent ends its
+    PID namespace).
     """
     if sandbox is not None:
         argv = bwrap_prefix(sandbox, readable) + argv
@@ -63,7 +69,8 @@ def run(argv: list[str], *, timeout: float, log: Path, cwd: Path | None = None,
         out.write(f"$ {' '.join(argv)}\n")
         out.flush()
         proc = subprocess.Popen(argv, cwd=cwd, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=_dies_with(os.getpid()))
         fired = threading.Event()
         timer = threading.Timer(timeout, lambda: (fired.set(), _kill_group(proc)))
         timer.start()
@@ -85,6 +92,17 @@ def run(argv: list[str], *, timeout: float, log: Path, cwd: Path | None = None,
         if killed:
             out.write(f"patchbench: killed after {timeout:.0f} s timeout\n")
     return Completed(None if killed else proc.returncode, "".join(lines), seconds)
+
+
+def _dies_with(parent: int) -> Callable[[], None]:
+    """What the child does between fork and exec: be SIGKILLed when its parent dies. The kernel sends
+    the signal when the *thread* that forked exits; run() forks and waits for the command in the same
+    call, so that thread outlives the command."""
+    def in_child() -> None:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:   # the parent died before the signal was set: nothing would come
+            os._exit(1)
+    return in_child
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

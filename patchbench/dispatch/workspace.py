@@ -7,9 +7,11 @@ Layout under the cache root (``$PATCHBENCH_CACHE``, default ``~/.cache/patchbenc
     builds/<key>/slot-<n>/ccache   this build directory's compiler cache
 
 Kbuild recompiles whatever sees a changed command line, so every set of make variables gets its own
-directory. A slot is held under an exclusive lock, so concurrent builds with the same key each get
-their own worktree; switching a slot's worktree to another commit rewrites only the files that
-differ, and make then rebuilds only what depends on them.
+directory. A slot is held under an exclusive lock; a second build with the same key waits for the
+warm slot rather than making a cold one (configuring and compiling a kernel from nothing takes far
+longer than the wait, and an interrupted cold slot would be left half made). Switching a slot's
+worktree to another commit rewrites only the files that differ, and make then rebuilds only what
+depends on them.
 """
 
 from __future__ import annotations
@@ -18,13 +20,16 @@ import fcntl
 import hashlib
 import os
 import shutil
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import IO, Callable, Iterator
 
 from patchbench.errors import BadInput
 from patchbench.tree.git import Git
+
+SLOT_POLL_SECONDS = 0.5            # how often a build waiting for its key's slot looks again
 
 
 def cache_root() -> Path:
@@ -89,27 +94,41 @@ def build_key(repo: Path, base: str, config_text: str, make_vars: dict[str, str]
 
 
 @contextmanager
-def hold_slot(repo: Path, key: str, root: Path | None = None) -> Iterator[Slot]:
-    """Lock the first free slot of build directory `key` (creating one when all are busy)."""
+def hold_slot(repo: Path, key: str, root: Path | None = None,
+              on_wait: Callable[[], None] = lambda: None) -> Iterator[Slot]:
+    """Lock a slot of build directory `key`: a free configured one, else wait for one (`on_wait`
+    is told once); slot-0 is made when the key has none. A cold slot is used only while no slot of
+    the key is configured yet (slots left by versions that made a slot per concurrent build)."""
     key_dir = (root or cache_root()) / "builds" / key
-    key_dir.mkdir(parents=True, exist_ok=True)
-    n = 0
+    (key_dir / "slot-0").mkdir(parents=True, exist_ok=True)
+    waited = False
     while True:
-        slot_dir = key_dir / f"slot-{n}"
-        slot_dir.mkdir(exist_ok=True)
-        lock = open(slot_dir / ".lock", "w")
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.close()
-            n += 1
-            continue
-        try:
-            (slot_dir / "repo").write_text(str(repo.resolve()) + "\n")
-            slot = Slot(slot_dir, repo.resolve())
-            for d in (slot.obj, slot.ccache):
-                d.mkdir(exist_ok=True)
-            yield slot
-        finally:
-            lock.close()
-        return
+        slots = sorted(key_dir.glob("slot-*"))
+        warm = [slot_dir for slot_dir in slots if (slot_dir / "obj" / ".config").exists()]
+        lock = next(filter(None, map(_try_lock, warm or slots)), None)
+        if lock is not None:
+            break
+        if not waited:
+            on_wait()
+            waited = True
+        time.sleep(SLOT_POLL_SECONDS)
+    try:
+        slot_dir = Path(lock.name).parent
+        (slot_dir / "repo").write_text(str(repo.resolve()) + "\n")
+        slot = Slot(slot_dir, repo.resolve())
+        for d in (slot.obj, slot.ccache):
+            d.mkdir(exist_ok=True)
+        yield slot
+    finally:
+        lock.close()
+
+
+def _try_lock(slot_dir: Path) -> IO | None:
+    """The slot's lock file, locked by us; None when another build holds it."""
+    lock = open(slot_dir / ".lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        return None
+    return lock

@@ -98,7 +98,7 @@ def objects_findings(context: PatchContext, check_id: str, make_vars: dict[str, 
                     raise failed(check_id, error) from None
                 found.append(message_finding(check_id, "error", error.reason, patch.index))
                 continue
-            ctx.progress.finish(result.status, result.reason)
+            ctx.progress.finish(result.status, result.reason, result.seconds)
             found += result_findings(check_id, result, patch.index)
     return found
 

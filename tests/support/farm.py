@@ -147,12 +147,12 @@ class Workers:
 
     def running(self, name: str, program: str) -> list[int]:
         """Pids of `program` among the worker's descendants (make and QEMU run in sessions of their own)."""
-        return [pid for pid, comm in _descendants(self.procs[name].pid) if comm == program[:15]]
+        return [pid for pid, comm in descendants(self.procs[name].pid) if comm == program[:15]]
 
     def kill(self, name: str) -> None:
         """SIGKILL the worker and everything it started, as a machine that goes down (or systemd's
         KillMode=control-group) would: a QEMU or make of a job in its own session too."""
-        below = _descendants(self.procs[name].pid)
+        below = descendants(self.procs[name].pid)
         os.killpg(self.procs[name].pid, signal.SIGKILL)
         for pid, _ in below:
             try:
@@ -173,7 +173,7 @@ class Workers:
         self.procs.clear()
 
 
-def _descendants(pid: int) -> list[tuple[int, str]]:
+def descendants(pid: int) -> list[tuple[int, str]]:
     """(pid, command name) of the processes below `pid`, now (from /proc's parent links)."""
     children: dict[int, list[tuple[int, str]]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
