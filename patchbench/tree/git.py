@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from functools import lru_cache
 from pathlib import Path
 
 from patchbench.errors import BadInput
@@ -32,6 +33,7 @@ class GitFailed(Exception):
         self.stderr = stderr
 
 
+@lru_cache(maxsize=16)   # each stage of a `check` asks for the same tree; GitPython's Repo costs 30-60 ms
 def open_repository(tree: Path) -> Path:
     """The git directory of the repository at `tree` (its own for a linked worktree), or BadInput."""
     import git as gitpython   # here: what only reads blobs (lint, the call index) skips its import
