@@ -153,59 +153,6 @@ def test_few_functions_of_the_tun_driver_parse_with_errors(kernel_tree: Path):
     assert sum(f.node.has_error for f in model.functions.values()) <= 2
 
 
-def _parsed_afresh(source: bytes) -> str:
-    """The tree parse() promises, by the long way: the flattened text parsed from nothing, when
-    that has fewer broken declarations than the first parse."""
-    parser = cparse.tree_sitter.Parser(cparse.LANGUAGE)
-    prepared = cparse.prepare(source)
-    first = parser.parse(prepared)
-    broken = [node for node in first.root_node.children if node.has_error]
-    flattened = bytearray(prepared)
-    for node in broken:
-        cparse._first_branches(flattened, node.start_byte, node.end_byte, [])
-    cparse._inner_defines(flattened, [])
-    again = parser.parse(bytes(flattened))
-    fewer = sum(node.has_error for node in again.root_node.children) < len(broken)
-    return str((again if fewer else first).root_node)
-
-
-CUT_BY_IF = b"""static const int ids[] = {
-	1,
-#define SECOND 2
-	SECOND,
-};
-
-static int pick(struct demo *d)
-{
-	if (d->a) {
-		use(d);
-#if IS_ENABLED(CONFIG_IPV6)
-	} else if (d->b) {
-		use6(d);
-#endif
-	} else {
-		none(d);
-	}
-	return 0;
-}
-"""
-
-
-def test_a_function_cut_by_if_is_parsed_again_to_the_same_tree_as_from_nothing():
-    tree = cparse.parse(CUT_BY_IF)
-    assert not any(node.has_error for node in tree.root_node.children)
-    assert str(tree.root_node) == _parsed_afresh(CUT_BY_IF)
-
-
-@pytest.mark.kernel
-def test_kernel_files_parsed_again_give_the_trees_of_a_parse_from_nothing(kernel_tree: Path):
-    files = sorted((kernel_tree / "drivers/net").glob("*.c"))
-    assert len(files) > 20
-    for path in files:
-        source = path.read_bytes()
-        assert str(cparse.parse(source).root_node) == _parsed_afresh(source), path.name
-
-
 NESTED_ACCESSES = b"""static void f(struct t *t, struct u *u)
 {
 	t->a.b = u->c->d;

@@ -276,9 +276,7 @@ def _is_word(char: str) -> bool:
     return char.isalnum() or char == "_"   # what \w matches in a str pattern
 
 
-def _blank(out: bytearray, start: int, end: int, blanked: list[tuple[int, int]] | None = None) -> None:
-    if blanked is not None and start < end:
-        blanked.append((start, end))
+def _blank(out: bytearray, start: int, end: int) -> None:
     for i in range(start, end):
         if out[i] not in (0x0A, 0x0D):
             out[i] = 0x20
@@ -311,31 +309,15 @@ def parse(source: bytes) -> tree_sitter.Tree:
     if not broken:
         return tree
     flattened = bytearray(prepared)
-    blanked: list[tuple[int, int]] = []
     for node in broken:
-        _first_branches(flattened, node.start_byte, node.end_byte, blanked)
-    _inner_defines(flattened, blanked)
+        _first_branches(flattened, node.start_byte, node.end_byte)
+    _inner_defines(flattened)
     if flattened == prepared:
         return tree
-    # parsed again from the first tree, told what was blanked: tree-sitter re-reads only the
-    # edited stretches (a third of the cost of a second whole parse, the same tree)
-    edited = tree.copy()
-    lines = [0] + [match.end() for match in _NEWLINE.finditer(prepared)]
-    for start, end in blanked:   # blanks keep every byte and line break in place
-        edited.edit(start_byte=start, old_end_byte=end, new_end_byte=end, start_point=_point(lines, start),
-                    old_end_point=_point(lines, end), new_end_point=_point(lines, end))
-    retried = parser.parse(bytes(flattened), edited)
+    retried = parser.parse(bytes(flattened))
     if sum(node.has_error for node in retried.root_node.children) < len(broken):
         return retried
     return tree
-
-
-_NEWLINE = re.compile(rb"\n")
-
-
-def _point(line_starts: list[int], at: int) -> tuple[int, int]:
-    row = bisect.bisect_right(line_starts, at) - 1
-    return row, at - line_starts[row]
 
 
 _DIRECTIVE = re.compile(rb"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b[^\n]*(?:\\\n[^\n]*)*", re.M)
@@ -345,7 +327,7 @@ _DIRECTIVE = re.compile(rb"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b[^\n
 _DEFINE = re.compile(rb"^[ \t]*#[ \t]*(define|undef)\b[^\n]*(?:(?<=\\)\n[^\n]*)*", re.M)
 
 
-def _inner_defines(out: bytearray, blanked: list[tuple[int, int]]) -> None:
+def _inner_defines(out: bytearray) -> None:
     """`#define` / `#undef` lines inside braces (an initialiser whose entries are named by a
     `#define FOO_SNDBUF 0` between them) become blanks: tree-sitter takes a directive
     only between declarations, and one inside an initialiser breaks the rest of the file."""
@@ -354,12 +336,11 @@ def _inner_defines(out: bytearray, blanked: list[tuple[int, int]]) -> None:
         depth += out[at:match.start()].count(b"{") - out[at:match.start()].count(b"}")
         at = match.start()
         if depth > 0:
-            _blank(out, match.start(), match.end(), blanked)
+            _blank(out, match.start(), match.end())
 
 
-def _first_branches(out: bytearray, start: int, end: int, blanked: list[tuple[int, int]]) -> None:
-    """In out[start:end], the conditionals opened inside braces keep only their first branch
-    (each stretch made blank is added to `blanked`)."""
+def _first_branches(out: bytearray, start: int, end: int) -> None:
+    """In out[start:end], the conditionals opened inside braces keep only their first branch."""
     depth = 0       # brace depth from `start`, counted in the text that is kept
     stack = []      # per open conditional: (braces depth at #if, is it kept, dropping the rest)
     at = start
@@ -369,14 +350,14 @@ def _first_branches(out: bytearray, start: int, end: int, blanked: list[tuple[in
         if not dropping:
             depth += out[at:begin].count(b"{") - out[at:begin].count(b"}")
         else:
-            _blank(out, at, begin, blanked)
+            _blank(out, at, begin)
         at = finish
         word = match.group(1)
         if word in (b"if", b"ifdef", b"ifndef"):
             inside = depth > 0
             stack.append((depth, inside, False))
             if inside:
-                _blank(out, begin, finish, blanked)
+                _blank(out, begin, finish)
         elif stack:
             opened, inside, _ = stack[-1]
             if word == b"endif":
@@ -384,9 +365,9 @@ def _first_branches(out: bytearray, start: int, end: int, blanked: list[tuple[in
             else:
                 stack[-1] = (opened, inside, inside)   # #else / #elif: dropped when inside a body
             if inside:
-                _blank(out, begin, finish, blanked)
+                _blank(out, begin, finish)
     if any(drop for _, _, drop in stack):
-        _blank(out, at, end, blanked)
+        _blank(out, at, end)
 
 
 def node_text(source: bytes, node: tree_sitter.Node) -> str:
