@@ -411,9 +411,6 @@ def _document_order(node: tree_sitter.Node) -> tuple[int, int]:
 
 
 def matches(q: tree_sitter.Query, node: tree_sitter.Node) -> list[dict[str, list[tree_sitter.Node]]]:
-    """One dict of captures per match of q under node, in document order of the matches' first
-    nodes (then by pattern), for the reason captures() gives."""
-    found = tree_sitter.QueryCursor(q).matches(node)
-    return [captured for _, _, captured in sorted(
-        ((min(_document_order(n) for nodes in captured.values() for n in nodes), pattern, captured)
-         for pattern, captured in found), key=lambda entry: entry[:2])]
+    """One dict of captures per match of q under node, in the cursor's order (its users sort what
+    they keep; sorting here cost half as much again as the matching, 4% of a lint)."""
+    return [found for _, found in tree_sitter.QueryCursor(q).matches(node)]
