@@ -15,11 +15,14 @@ of getpatchwork/patchwork, tag v3.2.1 when this was written; its code stays outs
    are the test's, kept under the tests' cache: builds are warm after the test's first run.
 4. `patchbench bot --once --stages check,build,boot --runner celery`, replies into a maildir; then
    the bot again with its state database deleted, which must post nothing new.
+5. The same mails on the stand-in (tests/support/patchwork_server.py), the bot through the same
+   farm, for comparison.
 
 Prints the checks patchwork has per stage and state, each patch's checks, the reply mails, the time
-of each job kind on the farm (from the results file) and of each bot run. Exit 1 when the result is
-not the stand-in's (24 checks, builds pass, the bare series' boot fails naming the splat, one reply
-to its cover letter, nothing new from the second run).
+of each series, of each job on the farm (from the results file) and of each bot run, and whatever
+differs from the stand-in. Exit 1 unless: 24 checks, each once; every build passes; the clean
+series boots; the bare one's boot fails naming the splat; one reply to a cover letter, the bare
+series'; every run exits 0; nothing new from the second run; the stand-in's checks and mails.
 Run from the project root, heavy work niced: `nice -n 10 python bench/real_patchwork_farm.py
 PATCHWORK-CHECKOUT [--venv DIR] [--keep DIR]`.
 """
