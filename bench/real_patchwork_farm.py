@@ -47,6 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from patchbench.bot.pages import page_url  # noqa: E402
 from tests.support import kernel  # noqa: E402
 from tests.support.bot_queue import LIST_ID, PROJECT, mails  # noqa: E402
 from tests.support.farm import Workers, free_port, kept_served_copy, redis_server, seed_index  # noqa: E402
@@ -56,6 +57,7 @@ from tests.support.ring_series import tun_boot_series  # noqa: E402
 
 PINS = ["Django~=5.1.0", "djangorestframework~=3.15.0", "django-filter==24.3"]
 WORKERS = ("w1@remote", "w2@remote")
+PAGES_URL = "http://127.0.0.1:8080/ci"   # the checks' target_url (nothing serves it here)
 SERIES = (("clean", "rcu", "tun: stop the queue when full, wake it on consume"),
           ("bare", "bare", "tun: stop the queue when full, wake it on consume (bare)"))
 SETTINGS = """from patchwork.settings.base import *  # noqa: F401,F403
@@ -193,23 +195,24 @@ def series_times(log: Path) -> dict[int, float]:
     return took
 
 
-def all_checks(url: str) -> list[tuple[str, int, int, str, str, str]]:
-    """(series name, patch number, patch id, context, state, description) of every check on the project's
-    patches, as the server at `url` lists them."""
+def all_checks(url: str) -> list[tuple[str, int, int, str, str, str, bool]]:
+    """(series name, patch number, patch id, context, state, description, whether its target_url is the
+    patch's page) of every check on the project's patches, as the server at `url` lists them."""
     found = []
     for series in read(url, f"/api/1.3/series/?project={PROJECT}&per_page=100"):
         for number, patch in enumerate(sorted(series["patches"], key=lambda p: p["id"]), 1):
-            found += [(series["name"], number, patch["id"], c["context"], c["state"], c["description"])
+            found += [(series["name"], number, patch["id"], c["context"], c["state"], c["description"],
+                       c["target_url"] == page_url(PAGES_URL, series["id"], patch["id"]))
                       for c in read(url, f"/api/1.3/patches/{patch['id']}/checks/?per_page=100")]
     return sorted(found)
 
 
 def replies(maildir: Path) -> dict[str, tuple[str, str]]:
-    """In-Reply-To -> (Subject, body with the server's series id left out) of each reply mail."""
+    """In-Reply-To -> (Subject, body with the server's series and patch ids left out) of each reply mail."""
     found = {}
     for path in sorted((maildir / "new").glob("*")):
         mail = message_from_bytes(path.read_bytes())
-        body = re.sub(r"patchwork series \d+", "patchwork series N", mail.get_payload(decode=True).decode())
+        body = re.sub(r"(patchwork series |series/|patch-)\d+", r"\1N", mail.get_payload(decode=True).decode())
         found[mail["In-Reply-To"]] = (mail["Subject"], body)
     return found
 
@@ -260,6 +263,7 @@ def run_all(checkout: Path, python: Path, root: Path) -> None:
             code, seconds = bot([sys.executable, "-m", "patchbench", "bot", "--patchwork", url, "--project", PROJECT,
                                  "--tree", str(repo), "--token-file", str(state / "token"), "--config", str(config),
                                  "--db", str(state / "bot.sqlite"), "--pages", str(state / "pages"),
+                                 "--pages-url", PAGES_URL,
                                  "--maildir", str(state / "maildir"), "--once", "--runner", "celery",
                                  "--broker", broker, "--tree-url", served.as_uri()], root / f"{name}.log")
             runs[name] = {"code": code, "seconds": seconds, "checks": all_checks(url), "jobs": job_times(results, before),
@@ -298,7 +302,7 @@ def report(runs: dict[str, dict]) -> bool:
     print(f"bot --once through the farm: exit {real['code']}, {real['seconds']:.0f} s; checks posted: {len(checks)}")
     for (context, state), count in sorted(Counter((c[3], c[4]) for c in checks).items()):
         print(f"  {context:18} {state:8} {count}")
-    for name, number, patch, context, state, text in checks:
+    for name, number, patch, context, state, text, _ in checks:
         print(f"  {name[-7:]:7} {number}/3 (patch {patch}) {context:17} {state:8} {text[:100]}")
     for series, seconds in sorted(real["series"].items()):
         print(f"  series {series}: {seconds:.0f} s from download to the outcome recorded")
@@ -326,6 +330,7 @@ def report(runs: dict[str, dict]) -> bool:
     covers = [to for to in real["replies"] if to.startswith("<cover.")]
     verdicts = [
         ("24 checks, each once", len(checks) == 24 and len(state) == 24),
+        ("every check links to its patch's page", all(c[6] for c in checks)),
         ("every build passes", all(state.get((p, "patchbench-build"), ("",))[0] == "success" for p in bare | clean)),
         ("the clean series boots", all(state.get((p, "patchbench-boot")) == ("success", "boot pass") for p in clean)),
         ("the bare series' boot fails naming the splat",
