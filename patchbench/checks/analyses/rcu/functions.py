@@ -15,7 +15,6 @@ import copy
 import os
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import tree_sitter
 
@@ -135,25 +134,27 @@ def _iterator_sites(model: FileModel, function: Function) -> list[CallSite]:
     return sorted(sites, key=lambda c: c.start)
 
 
-def _reads_rcu_value(text: str) -> bool:
+def _reads_rcu_value(text: str, known: dict[str, bool]) -> bool:
     """The text calls something whose result may be an RCU-protected value: a read primitive,
-    rcu_access_pointer(), a container_of() form around one, or a helper named by convention."""
-    return any(_returns_rcu_value(name) for name in _CALLED.findall(text))
-
-
-@lru_cache(maxsize=1 << 16)   # asked of every call in every function an RCU rule reads
-def _returns_rcu_value(name: str) -> bool:
-    return name in P.DEREFERENCES or name == P.ACCESS or name in P.CONTAINER or P.named_helper(name)
+    rcu_access_pointer(), a container_of() form around one, or a helper named by convention.
+    `known`: the answers already given for names of this file (a name's words are split once)."""
+    for name in _CALLED.findall(text):
+        if name not in known:
+            known[name] = name in P.DEREFERENCES or name == P.ACCESS or name in P.CONTAINER or P.named_helper(name)
+        if known[name]:
+            return True
+    return False
 
 
 def _candidates(model: FileModel, function: Function) -> frozenset:
     """Pointer locals that may receive an RCU-protected value (directly or through another)."""
     text = model.text(function.body)
-    if not _reads_rcu_value(text):
+    known = model.memo("rcu.returns_rcu_value", dict)
+    if not _reads_rcu_value(text, known):
         return frozenset()
     pointers = pointer_locals(model, function)
     assigned = re.findall(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]*);", text)
-    assigned = [(target, value, _reads_rcu_value(value)) for target, value in assigned if target in pointers]
+    assigned = [(target, value, _reads_rcu_value(value, known)) for target, value in assigned if target in pointers]
     found: set[str] = set()
     changed = True
     while changed:
