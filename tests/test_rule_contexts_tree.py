@@ -116,7 +116,7 @@ def test_a_checkout_is_indexed_from_git_as_from_its_files(tree):
     (tree / "tools").mkdir()   # git is asked for .c and .h files outside tools/ and the like only
     (tree / "tools" / "user_space.c").write_text("int main(void)\n{\n}\n")
     (tree / "drivers" / "notes.txt").write_text("not C\n")
-    _, changed, listed = callindex.build._checkout(tree)
+    _, changed, listed = callindex.build._checkout(tree, lambda: None)
     from_git, _ = callindex.build._checkout_blobs(tree, changed, listed)
     assert sorted(from_git) == sorted(callindex.build._walked_blobs(tree))
     assert {"drivers/new.c", "drivers/linked.h"} <= {path for path, _ in from_git}
@@ -130,7 +130,7 @@ def test_a_clean_checkout_seen_before_is_not_listed_again_and_a_staged_change_is
     git(tree, "add", "-A")
     git(tree, "commit", "-q", "-m", "tree")
     first = callindex.from_files(tree, 1).digest
-    note, changed, _ = callindex.build._checkout(tree)
+    note, changed, _ = callindex.build._checkout(tree, lambda: None)
     assert not changed and note.read_text() == first + "\n"
     assert callindex.from_files(tree, 1).digest == first
     (tree / "drivers" / "user.c").write_text((tree / "drivers" / "user.c").read_text() + "\n")

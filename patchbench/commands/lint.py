@@ -82,7 +82,9 @@ def lint_files(files: list[str], jobs: int = 1, use_cache: bool = True,
     root = callindex.tree_root(files)
     if progress is not None and root is not None:
         progress.stage("indexing the callers of every function in the tree")
-    index = callindex.from_files(root, jobs) if root is not None else None
+    # the rules' queries compile for the workers to inherit while git lists the tree
+    compile_rules = registry.preload if jobs > 1 and len(files) > 1 else (lambda: None)
+    index = callindex.from_files(root, jobs, compile_rules) if root is not None else None
     if progress is not None:
         progress.stage("checking files", len(files))
     _progress = progress

@@ -13,7 +13,7 @@ import re
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from patchbench.checks.engine import blob_store
 from patchbench.checks.engine import pool
@@ -269,9 +269,10 @@ def _needs(blobs: list[tuple[str, str]], summaries: list[dict], directory: Path)
     return sorted((name, number, *need) for (number, name), need in needs.items())
 
 
-def from_files(root: Path, jobs: int) -> CallIndex:
-    """The index of the C files and headers of a kernel work tree."""
-    checkout = _checkout(root)
+def from_files(root: Path, jobs: int, meanwhile: Callable[[], None] = lambda: None) -> CallIndex:
+    """The index of the C files and headers of a kernel work tree; `meanwhile` is called (in this
+    thread) while git stats and lists the tree."""
+    checkout = _checkout(root, meanwhile)
     if checkout is None:
         return _build(_walked_blobs(root), ("files", root), jobs)
     note, changed, listed = checkout
@@ -304,26 +305,29 @@ def _walked_blobs(root: Path) -> list[tuple[str, str]]:
     return blobs
 
 
-def _checkout(root: Path) -> tuple[Path | None, list[str], str] | None:
+def _checkout(root: Path, meanwhile: Callable[[], None]) -> tuple[Path | None, list[str], str] | None:
     """When root is the top of a git checkout: (where the digest of its index is noted for this
     state of git's index file, None if it cannot be told; the indexed paths whose content git's
     index does not give: changed, unmerged and untracked; `git ls-files --stage` of the indexed
-    paths). None when root is no checkout's top (or git cannot say)."""
+    paths). None when root is no checkout's top (or git cannot say). meanwhile() is called at most once."""
     git = Git.at(root)
     try:
         code, out, _ = git.run("rev-parse", "--show-toplevel", "--git-path", "index", check=False)
         lines = out.splitlines()
         if code != 0 or len(lines) != 2 or Path(lines[0]).resolve() != root.resolve():
+            meanwhile()
             return None
         # git keeps only what indexed() would (a third of a kernel's 95 000 paths are neither .c
-        # nor .h); the two that stat or walk the whole tree run while the index listing is read
+        # nor .h); the threads only wait on git (nothing imported or forked there but git itself)
         def listing(*command: str) -> str:
             return git.run(*command, "-z", "--", *_PATHSPEC, env=_GLOBBING)[1]
 
-        with ThreadPoolExecutor(max_workers=2) as threads:
+        with ThreadPoolExecutor(max_workers=3) as threads:
             changed = threads.submit(listing, "diff-files", "--name-only")
             untracked = threads.submit(listing, "ls-files", "--others")
-            listed = listing("ls-files", "--stage")
+            staged = threads.submit(listing, "ls-files", "--stage")
+            meanwhile()
+            listed = staged.result()
             others = changed.result().split("\0") + untracked.result().split("\0")
     except (OSError, GitFailed):   # no git installed, a repository git refuses: read every file
         return None
