@@ -8,6 +8,7 @@ violations. The bot runs as the real command (`python3 -m patchbench bot ... --o
 from __future__ import annotations
 
 import email
+import json
 import os
 import random
 import shutil
@@ -406,3 +407,35 @@ def test_the_bot_on_a_celery_farm_posts_the_same_checks(setup, tmp_path):
             assert pw.violations == []
         finally:
             workers.stop()
+
+
+def test_netdev_stage_posts_each_check_on_each_patch_as_check_reports_it(setup, tmp_path):
+    """--stages check,netdev: one check per patch per netdev check that ran (context
+    patchbench-netdev-<id>), its state from the findings `patchbench check --checks netdev` gives
+    that patch on the same mails: fail for an error, warning for others, success for none."""
+    mails = tmp_path / "mails"
+    mails.mkdir()
+    for number, mail in enumerate(setup["queue"]["buggy"][0]):
+        (mails / f"{number:04}.eml").write_bytes(mail)
+    report = subprocess.run([sys.executable, "-m", "patchbench", "check", str(mails), "--tree", str(setup["repo"]),
+                             "--base", setup["base"], "--checks", "netdev", "--format", "json"],
+                            cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            timeout=600)
+    assert report.returncode in (0, 1), report.stderr
+    checked = json.loads(report.stdout)
+    ran = {run["id"] for run in checked["checks"] if run["status"] == "ran"} - {"rules"}
+    assert {"checkpatch", "signoff", "maintainers"} <= ran
+    with PatchworkServer() as pw:
+        series = load(pw, {"buggy": setup["queue"]["buggy"]})
+        result = run_bot(pw, setup, tmp_path / "state", "--stages", "check,netdev")
+        assert result.returncode == 0, result.stderr
+        netdev = {(patch, context): (state, text) for patch, context, state, text in posted(pw)
+                  if context.startswith("patchbench-netdev-")}
+        patches = series["buggy"]["patches"]
+        assert set(netdev) == {(p["id"], f"patchbench-netdev-{check}") for p in patches for check in ran}
+        for index, patch in enumerate(patches, start=1):
+            for check in ran:
+                found = [f for f in checked["findings"] if f["rule"] == check and f["patch"] == index]
+                state = ("fail" if any(f["severity"] == "error" for f in found) else "warning") if found else "success"
+                assert netdev[(patch["id"], f"patchbench-netdev-{check}")][0] == state, (index, check)
+        assert pw.violations == []

@@ -86,13 +86,24 @@ class Bot:
             if series is None:
                 continue
             log.info("series %d: running %r v%s", series_id, series.get("name"), series.get("version"))
-            mbox = self.client.mbox(series["mbox"])
+            mbox = self._mbox(series)
             try:
                 outcome = run_series(series, mbox, self.tree, self.project)
             except Exception as exc:   # a bug of ours must not stop the bot, nor pass silently
                 log.exception("series %d: patchbench failed", series_id)
                 outcome = failed_outcome(series, exc)
             self.finish(outcome)
+
+    def _mbox(self, series: dict) -> bytes:
+        """The series' mails: patchwork's series mbox holds the patches only, so the cover letter
+        (the series' description, often its base-commit:, what netdev's series checks read) is
+        fetched apart and put first."""
+        patches = self.client.mbox(series["mbox"])
+        cover = series.get("cover_letter") or {}
+        if not cover.get("mbox"):
+            return patches
+        letter = self.client.mbox(cover["mbox"])
+        return letter + (b"" if letter.endswith(b"\n") else b"\n") + patches
 
     def _series(self, series_id: int) -> dict | None:
         """The series from patchwork; None (and the series closed) when patchwork no longer has it."""

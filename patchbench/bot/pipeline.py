@@ -3,8 +3,9 @@
 mbox → load_series → apply_series (base as `apply` picks it, or the project's branch for the tree
 named in the subject) → check_applied → (build, boot: the dispatch of `run`). The outcome is plain
 JSON-able data: what the pages, the checks and the mails are made from, and what the state store
-keeps. One check per patch per stage, context `patchbench-<stage>`; series-level results (applying,
-booting the head, an incomplete series) go on every patch.
+keeps. One check per patch per stage, context `patchbench-<stage>` (the netdev stage: one per
+check, `patchbench-netdev-<check>`); series-level results (applying, booting the head, an
+incomplete series) go on every patch.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from patchbench.tree.git import BlobReader, Git, open_repository
 
 log = logging.getLogger("patchbench.bot")
 
-STAGES = ("check", "build", "boot")
+STAGES = ("check", "netdev", "build", "boot")
 EXCERPT_LINES = 40
 
 
@@ -105,6 +106,8 @@ def run_series(series: dict, mbox: bytes, tree: Path, project: Project) -> dict:
     results.append(_result("apply", None, "success", _one_line(f"applied to {onto} ({reason})")))
     if "check" in project.stages:
         results += _static_results(applied, project, by_index)
+    if "netdev" in project.stages:
+        results += _netdev_results(loaded, applied, by_index)
     if ("build" in project.stages or "boot" in project.stages) and applied.applied:
         results += _dispatch_results(applied, project, by_index)
     return outcome
@@ -140,22 +143,47 @@ def _static_results(applied: ApplyResult, project: Project, by_index: dict[int, 
         # In-process: a series touches a few files, and a long-running daemon should not fork a pool
         # per series (a fork from a process that has run earlier pools hung here once, in a worker's futex).
         checked = check_applied(applied, jobs=1)
+    with Git(open_repository(applied.repo)).blobs() as blobs:
+        return [_findings_result("check", by_index[patch.index], patch.index, patch.commit, patch.new, blobs,
+                                 f"no new findings in {len(patch.files)} C file(s)")
+                for patch in checked.patches]
+
+
+def _netdev_results(loaded, applied: ApplyResult, by_index: dict[int, int]) -> list[dict]:
+    """netdev's per-patch checks that do not build (patchchecks' `netdev` group: checkpatch, the
+    tags, kdoc, the linters, ...), each on each patch: context patchbench-netdev-<check>. They read
+    the applied commits here, on the bot's machine, also when the other stages run on a farm (each
+    takes seconds). A check skipped for want of a tool or a script of the tree is not posted."""
+    from patchbench import patchchecks   # only for a project with the stage: its checks' imports
+
+    _, check_ids = patchchecks.select(patchchecks.NETDEV_GROUP, [])
     results = []
     with Git(open_repository(applied.repo)).blobs() as blobs:
-        for patch in checked.patches:
-            findings = [{"rule": f.rule, "severity": f.severity, "file": f.file, "line": f.line,
-                         "function": f.function, "message": f.message,
-                         "code": _line_of(blobs, patch.commit, f.file, f.line)} for f in patch.new]
-            if not findings:
-                state, text = "success", f"no new findings in {len(patch.files)} C file(s)"
-            else:
-                state = "fail" if any(f["severity"] == "error" for f in findings) else "warning"
-                first = findings[0]
-                text = (f"{len(findings)} new finding(s); first: {first['rule']} at "
-                        f"{first['file']}:{first['line']}")
-            results.append(_result("check", by_index[patch.index], state, _one_line(text),
-                                   index=patch.index, commit=patch.commit, findings=findings))
+        for run in patchchecks.check_series(loaded, applied, check_ids, patchchecks.Options()):
+            if run.status != "ran":
+                log.info("netdev check %s skipped: %s", run.id, run.reason)
+                continue
+            for patch in applied.applied:
+                found = [f for f in run.findings if f.patch == patch.index]
+                results.append(_findings_result(f"netdev-{run.id}", by_index[patch.index], patch.index, patch.commit,
+                                                found, blobs, "no new findings"))
     return results
+
+
+def _findings_result(stage: str, patch_id: int, index: int, commit: str, found: list, blobs: BlobReader,
+                     clean: str) -> dict:
+    """One patch's check from its new findings: fail where one is an error, warning where there
+    are others, else success with `clean`."""
+    findings = [{"rule": f.rule, "severity": f.severity, "file": f.file, "line": f.line,
+                 "function": f.function, "message": f.message,
+                 "code": _line_of(blobs, commit, f.file, f.line) if f.file else ""} for f in found]
+    if not findings:
+        return _result(stage, patch_id, "success", clean, index=index, commit=commit, findings=[])
+    state = "fail" if any(f["severity"] == "error" for f in findings) else "warning"
+    first = findings[0]
+    where = f"{first['file']}:{first['line']}" if first["file"] else first["message"]
+    return _result(stage, patch_id, state, _one_line(f"{len(findings)} new finding(s); first: {first['rule']} at {where}"),
+                   index=index, commit=commit, findings=findings)
 
 
 def _line_of(blobs: BlobReader, commit: str, path: str, line: int) -> str:

@@ -1,6 +1,6 @@
 """`patchbench bot`: a CI bot for a patchwork project; `patchbench bot serve`: its result pages.
 
-    patchbench bot --patchwork URL --project NAME --tree DIR [--token-file F] [--stages check,build,boot]
+    patchbench bot --patchwork URL --project NAME --tree DIR [--token-file F] [--stages check,netdev,build,boot]
 
 polls patchwork's events API, runs each new series (base as `apply` chooses it, or the branch the
 project's configuration names for the tree in the subject), posts one check per patch per stage,
@@ -35,7 +35,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--token-file", metavar="F", type=Path,
                         help=f"file holding the patchwork API token (else ${TOKEN_VARIABLE}); needed to post")
     parser.add_argument("--stages", default=None, metavar="LIST",
-                        help="comma-separated stages run after applying: check, build, boot (default: check)")
+                        help="comma-separated stages run after applying: check, netdev, build, boot (default: check)")
     parser.add_argument("--config", metavar="FILE", type=Path,
                         help="TOML file with a [projects.NAME] table per project (trees, stages, mail, waits)")
     parser.add_argument("--db", metavar="URL", help="state database: a SQLite file or postgresql://... "
