@@ -13,14 +13,15 @@ of getpatchwork/patchwork, tag v3.2.1 when this was written; its code stays outs
 3. redis-server on loopback and two `patchbench worker`s under bubblewrap as the test runs them
    (homes of their own, the tree only as the file URL of a bare copy). Their homes and the bare copy
    are the test's, kept under the tests' cache: builds are warm after the test's first run.
-4. `patchbench bot --once --stages check,build,boot --runner celery`, replies into a maildir; then
+4. `patchbench bot --once --stages check,netdev,build,boot --runner celery`, replies into a maildir; then
    the bot again with its state database deleted, which must post nothing new.
 5. The same mails on the stand-in (tests/support/patchwork_server.py), the bot through the same
    farm, for comparison.
 
 Prints the checks patchwork has per stage and state, each patch's checks, the reply mails, the time
 of each series, of each job on the farm (from the results file) and of each bot run, and whatever
-differs from the stand-in. Exit 1 unless: 24 checks, each once; every build passes; the clean
+differs from the stand-in. Exit 1 unless: 24 checks of the four stages and the same netdev checks
+on every patch, each once; every build passes; the clean
 series boots; the bare one's boot fails naming the splat; one reply to a cover letter, the bare
 series'; every run exits 0; nothing new from the second run; the stand-in's checks and mails.
 Run from the project root, heavy work niced: `nice -n 10 python bench/real_patchwork_farm.py
@@ -248,7 +249,7 @@ def run_all(checkout: Path, python: Path, root: Path) -> None:
         pw.file(mail)
     results = root / "results.sqlite"
     config = root / "bot.toml"
-    config.write_text(f'[projects.{PROJECT}]\nstages = ["check", "build", "boot"]\n'
+    config.write_text(f'[projects.{PROJECT}]\nstages = ["check", "netdev", "build", "boot"]\n'
                       f'mail_to = ["{PROJECT}@example.org"]\n[projects.{PROJECT}.trees]\nnet-next = "{base}"\n'
                       f'[projects.{PROJECT}.build]\nresults = "{results}"\nlogs = "{root / "logs"}"\n')
     runs = {}
@@ -301,7 +302,7 @@ def report(runs: dict[str, dict]) -> bool:
     checks = real["checks"]
     print(f"bot --once through the farm: exit {real['code']}, {real['seconds']:.0f} s; checks posted: {len(checks)}")
     for (context, state), count in sorted(Counter((c[3], c[4]) for c in checks).items()):
-        print(f"  {context:18} {state:8} {count}")
+        print(f"  {context:28} {state:8} {count}")
     for name, number, patch, context, state, text, _ in checks:
         print(f"  {name[-7:]:7} {number}/3 (patch {patch}) {context:17} {state:8} {text[:100]}")
     for series, seconds in sorted(real["series"].items()):
@@ -328,8 +329,12 @@ def report(runs: dict[str, dict]) -> bool:
     bare = {c[2] for c in checks if c[0].endswith("(bare)")}
     clean = {c[2] for c in checks} - bare
     covers = [to for to in real["replies"] if to.startswith("<cover.")]
+    netdev = {p: {c[3] for c in checks if c[2] == p and c[3].startswith("patchbench-netdev-")} for p in bare | clean}
+    same_netdev = len({frozenset(v) for v in netdev.values()}) == 1 and all(netdev.values())
+    expected = 24 + sum(len(v) for v in netdev.values())
     verdicts = [
-        ("24 checks, each once", len(checks) == 24 and len(state) == 24),
+        ("24 checks of the four stages and the same netdev checks on every patch, each once",
+         same_netdev and len(checks) == expected and len(state) == expected),
         ("every check links to its patch's page", all(c[6] for c in checks)),
         ("every build passes", all(state.get((p, "patchbench-build"), ("",))[0] == "success" for p in bare | clean)),
         ("the clean series boots", all(state.get((p, "patchbench-boot")) == ("success", "boot pass") for p in clean)),

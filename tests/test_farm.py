@@ -309,6 +309,10 @@ def test_check_on_the_farm_prints_the_local_report(kernel_clone, workers, broker
             run.pop("seconds")
     assert (farm_code, farm) == (local_code, local) and local_code == 1
     assert "on w1@test" in captured.err   # progress says where each job ran
+    # and the results say it too, as for builds and boots: the check job, its worker and verdict
+    assert main(["results", "--db", str(tmp_path / "local" / "results.sqlite"), "--format", "json"]) == 0
+    stored = json.loads(capsys.readouterr().out)
+    assert [(job["kind"], job["worker"], job["status"]) for job in stored] == [("check", "w1@test", "fail")]
 
 
 def test_unreachable_broker_is_one_line_of_bad_input(kernel_clone, tmp_path, capsys):

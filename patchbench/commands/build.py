@@ -64,9 +64,20 @@ def make_runner(args, store: ResultStore | None):
 
 
 def check_on_runner(applied: ApplyResult, args) -> SeriesCheck:
-    """The static checks of each applied patch as jobs of `args`' runner (the farm's way to check)."""
-    ctx = default_context(None, workspace.cache_root(), progress.PlainProgress(sys.stderr))
-    return series_check(applied, make_runner(args, None).run(check_jobs(applied), ctx))
+    """The static checks of each applied patch as jobs of `args`' runner (the farm's way to check),
+    stored with the build and boot jobs (`patchbench results` names the worker of each)."""
+    store = _result_store(args)
+    try:
+        ctx = default_context(None, workspace.cache_root(), progress.PlainProgress(sys.stderr))
+        return series_check(applied, make_runner(args, store).run(check_jobs(applied), ctx))
+    finally:
+        store.close()
+
+
+def _result_store(args) -> ResultStore:
+    """--results, default results.sqlite in --cache (the build cache)."""
+    cache = getattr(args, "cache", None) or workspace.cache_root()
+    return ResultStore(getattr(args, "results", None) or cache / "results.sqlite")
 
 
 def add_boot_arguments(parser: argparse.ArgumentParser) -> None:
@@ -111,7 +122,7 @@ def dispatch(applied: ApplyResult, args, *, objects: bool, kernel: bool, boot: b
     jobs = plan(applied, target, objects=objects, kernel=kernel, boot=boot, boot_each=boot_each,
                 count_calls=count_calls, exercise=exercise,
                 build_timeout=args.build_timeout, boot_timeout=args.boot_timeout, kselftests=kselftests)
-    store = ResultStore(args.results or cache / "results.sqlite")
+    store = _result_store(args)
     try:
         ctx = default_context(args.logs, cache, progress.for_stream(sys.stderr))
         return make_runner(args, store).run(jobs, ctx)
