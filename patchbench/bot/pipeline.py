@@ -181,8 +181,8 @@ def _findings_result(stage: str, patch_id: int, index: int, commit: str, found: 
         return _result(stage, patch_id, "success", clean, index=index, commit=commit, findings=[])
     state = "fail" if any(f["severity"] == "error" for f in findings) else "warning"
     first = findings[0]
-    where = f"{first['file']}:{first['line']}" if first["file"] else first["message"]
-    return _result(stage, patch_id, state, _one_line(f"{len(findings)} new finding(s); first: {first['rule']} at {where}"),
+    where = f" at {first['file']}:{first['line']}" if first["file"] else f": {first['message']}"
+    return _result(stage, patch_id, state, _one_line(f"{len(findings)} new finding(s); first: {first['rule']}{where}"),
                    index=index, commit=commit, findings=findings)
 
 
