@@ -25,6 +25,6 @@ index and the ways into a function), build (an index of a tree).
 
 from patchbench.checks.callindex.build import from_files, from_git, indexed, tree_root
 from patchbench.checks.callindex.index import CallIndex
-from patchbench.checks.callindex.scan import local_includes, scan
+from patchbench.checks.callindex.scan import integer_defines, local_includes, scan
 
-__all__ = ["CallIndex", "from_files", "from_git", "indexed", "local_includes", "scan", "tree_root"]
+__all__ = ["CallIndex", "from_files", "from_git", "indexed", "integer_defines", "local_includes", "scan", "tree_root"]

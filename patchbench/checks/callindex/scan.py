@@ -12,7 +12,7 @@ from patchbench.checks.kernel import facts as kfacts
 
 
 # Bump when scan() changes what it records: every stored scan and index is then rebuilt.
-SCAN_VERSION = 13
+SCAN_VERSION = 14
 
 
 FAMILIES = ("rcu", "rcu_bh", "rcu_sched", "srcu", "bh", "preempt", "irq", "spin", "rtnl")
@@ -69,6 +69,8 @@ _STATIC = re.compile(rb"\bstatic\b")
 
 
 _LOCAL_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"', re.M)
+# `#define FOO_TXQ_NUM 1`, `#define BAR (4U)`: a name for a plain integer (comments already blanked)
+_INTEGER_DEFINE = re.compile(rb'^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+\(?[ \t]*(\d+)[uUlL]*[ \t]*\)?[ \t]*$', re.M)
 
 
 _MUST_HOLD_RCU = re.compile(rb"__must_hold\s*\(\s*RCU\s*\)|__releases\s*\(\s*RCU\s*\)")
@@ -221,7 +223,23 @@ def scan(source: bytes) -> dict:
     fields, accessors = field_reads(text, bodies)
     return {"defs": defs, "calls": calls, "regs": regs, "reads": reads, "queue": queue,
             "guards": guard_classes(text),
-            "includes": local_includes(source), "fields": fields, "accessors": accessors}
+            "includes": local_includes(source), "fields": fields, "accessors": accessors,
+            "integers": integer_defines(text)}
+
+
+def integer_defines(text: bytes, blanked: bool = True) -> dict[str, int]:
+    """{name: value} of the macros the text defines as a plain decimal integer (`blanked`: its
+    comments and strings are blanked already); a name defined twice with different values (under
+    #if) is left out."""
+    if b"define" not in text:
+        return {}
+    if not blanked:
+        text = _COMMENT_OR_STRING.sub(b" ", text)
+    found: dict[str, int] = {}
+    for name, value in _INTEGER_DEFINE.findall(text):
+        key = name.decode("latin-1")
+        found[key] = int(value) if found.get(key, int(value)) == int(value) else -1
+    return {name: value for name, value in found.items() if value >= 0}
 
 
 def local_includes(source: bytes) -> list[str]:

@@ -169,6 +169,21 @@ class TreeContext:
         here = self.index.number(self.relative(path))
         return sorted(self.index.path(number) for number in self.index.callers(name) if number != here)
 
+    def header_integers(self, path: str, headers: list[str]) -> dict[str, int]:
+        """The macros defined as plain integers in `headers`, local headers of `path` named as its
+        quoted includes name them (relative to its directory), as the index scanned them; the
+        first header defining a name gives its value; {} without an index."""
+        if self.index is None:
+            return {}
+        directory = os.path.dirname(self.relative(path))
+        found: dict[str, int] = {}
+        for header in headers:
+            number = self.index.number(os.path.normpath(os.path.join(directory, header)))
+            if number >= 0:
+                for name, value in self.index.scan_of(number).get("integers", {}).items():
+                    found.setdefault(name, value)
+        return found
+
     def siblings(self, path: str) -> list[dict]:
         """The scans of the other .c files of `path`'s directory, in path order; [] without an
         index (the file is judged alone)."""

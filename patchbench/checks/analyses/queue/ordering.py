@@ -32,6 +32,7 @@ PUBLISH = re.compile(kfacts.table()["queue"]["publish"])
 _KICK = re.compile(kfacts.table()["queue"]["kick"])
 _BARRIER = re.compile(kfacts.table()["queue"]["full_barrier"])
 _PARTIAL_BARRIERS = kfacts.names("queue", "partial_barrier")
+_STORES = kfacts.names("queue", "stores")
 _IN_FLIGHT_READ = re.compile(r"\b(?:" + "|".join(sorted(kfacts.names("queue", "in_flight_reads"))) +
                              r")\s*\(\s*&?\s*([\w.>\[\]-]+)\s*\)")
 _IN_FLIGHT_UPDATES = kfacts.names("queue", "in_flight_updates")
@@ -213,12 +214,37 @@ def _barrier_before(function: Function, offset: int, barriers: set[str]) -> bool
     return any(c.start < offset and (_BARRIER.match(c.name) or c.name in barriers) for c in function.calls)
 
 
+def _fenced_before(function: Function, offset: int, barriers: set[str]) -> bool | None:
+    """Whether the last full barrier before `offset` in the function orders what the function
+    stored before it: True when no store to shared memory (a field assigned or updated, a
+    `[queue] stores` call) lies between that barrier and offset, False when one does (the store,
+    a ring index published after the barrier, may pass the test at offset), None when the
+    function has no barrier before offset."""
+    fences = [c for c in function.calls
+              if c.end <= offset and (_BARRIER.match(c.name) or c.name in barriers)]
+    if not fences:
+        return None
+    after = max(c.end for c in fences)
+    if any(c.name in _STORES and after <= c.start < offset for c in function.calls):
+        return False
+    return not any(after <= node.start_byte < offset and _is_field(node.child_by_field_name(
+        "left" if node.type == "assignment_expression" else "argument"))
+        for node in function.shapes.get("assignment", []) + function.shapes.get("update", []))
+
+
+def _is_field(node) -> bool:
+    while node is not None and node.type in ("subscript_expression", "parenthesized_expression"):
+        node = node.child_by_field_name("argument") or node.named_child(0)
+    return node is not None and node.type == "field_expression"
+
+
 def _ordered_before(model: FileModel, function: Function, offset: int, barriers: set[str],
                     depth: int = 0) -> bool:
-    """A full barrier runs before offset in the function, or before every in-file call of it
-    (a wake helper called right after its caller's smp_mb())."""
-    if _barrier_before(function, offset, barriers):
-        return True
+    """A full barrier runs before offset in the function, with no store between them, or before
+    every in-file call of it (a wake helper called right after its caller's smp_mb())."""
+    fenced = _fenced_before(function, offset, barriers)
+    if fenced is not None:
+        return fenced
     sites = model.callers.get(function.name, [])
     if depth >= 2 or not sites or model.has_unknown_callers(function.name):
         return False

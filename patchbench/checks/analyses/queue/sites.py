@@ -27,6 +27,7 @@ from functools import cached_property
 
 import tree_sitter
 
+from patchbench.checks.callindex import integer_defines, local_includes
 from patchbench.checks.engine import parse as cparse
 from patchbench.checks.kernel import facts as kfacts
 from patchbench.checks.engine.context import TreeContext
@@ -43,6 +44,7 @@ _XMIT_INDEX_CALLS = kfacts.names("queue", "xmit_index_calls")
 _XMIT_TXQ_CALLS = kfacts.names("queue", "xmit_txq_calls")
 _TXQ_LOOKUPS = kfacts.names("queue", "txq_lookups")
 _MULTIQUEUE_CALLS = kfacts.names("queue", "multiqueue_calls")
+_TX_QUEUE_COUNT: dict[str, int] = kfacts.table()["queue"]["tx_queue_count_argument"]
 # Spellings whose queues are an ieee80211_hw's, numbered per hardware queue.
 _HW_SPELLINGS = kfacts.names("queue", "hw_queue_spellings")
 
@@ -116,6 +118,7 @@ class QueueSites:
     sites: list[QueueSite]
     multiqueue: bool
     copied: frozenset[frozenset[str]] = frozenset()   # index fields the file assigns one from the other
+    single: bool = False   # every net_device the file allocates has one tx queue (single_tx_queue)
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,8 @@ def same_queue(stop: QueueSite, wake: QueueSite, found: QueueSites) -> bool:
         return False
     if stop.scope == "all" or wake.scope == "all":
         return True
+    if found.single and stop.key.space == "netdev":
+        return True   # a device with one tx queue: every index names queue 0
     if stop.key.kind == wake.key.kind == "field" and frozenset((stop.key.name, wake.key.name)) in found.copied:
         return True   # `ring->queue_index = q->tqp_index`: two fields holding one index
     return stop.key.matches(wake.key, found.multiqueue)
@@ -182,7 +187,36 @@ def collect(model: FileModel) -> QueueSites:
     sites.sort(key=lambda site: site.call.start)
     multiqueue = any(s.key.kind not in ("const", "unknown") for s in sites if s.scope == "one") or any(
         c.name in _MULTIQUEUE_CALLS for f in model.functions.values() for c in f.calls)
-    return QueueSites(sites, multiqueue, _copied_fields(model.source))
+    return QueueSites(sites, multiqueue, _copied_fields(model.source), single_tx_queue(model))
+
+
+def single_tx_queue(model: FileModel) -> bool:
+    """Whether the file allocates its net_devices, each with one tx queue: by a single-queue
+    spelling, or a count that is 1 as written or as a plain integer macro of the file or of a
+    local header it includes (`[queue] tx_queue_count_argument`). False when it allocates none
+    (the count is elsewhere) or a count it cannot read."""
+    counts = [(call, _TX_QUEUE_COUNT[call.name]) for function in model.functions.values()
+              for call in function.calls if call.name in _TX_QUEUE_COUNT]
+    if not counts:
+        return False
+    known: dict[str, int] | None = None
+    for call, position in counts:
+        if position < 0:
+            continue
+        args = [a for a in call.node.child_by_field_name("arguments").named_children if a.type != "comment"]
+        if position >= len(args):
+            return False
+        written = model.text(args[position]).strip("() \t")
+        if written.isdigit():
+            value = int(written)
+        else:
+            if known is None:
+                known = model.context.header_integers(model.path, local_includes(model.source))
+                known.update(integer_defines(model.source, blanked=False))
+            value = known.get(written, 0)
+        if value != 1:
+            return False
+    return True
 
 
 def _space(spelling: str) -> str:
