@@ -44,12 +44,13 @@ def test_header_wrapper_is_a_lock(tree):
 def test_a_callee_elsewhere_that_reads_under_its_callers_section_is_reported_where_a_path_lacks_it(tree):
     found = lint([str(tree / "drivers")], jobs=1)
     rcu = {(Path(f.file).name, f.function) for f in found if f.rule == "rcu-deref-unprotected"}
-    # file operation and work item (known process context) calling an exported reader, a walker
-    # one call further (ports.c) and a header reader with no section; not the callers holding a
-    # section, a mutex, BH (timer), nor those of callees reading under a lock or a lockdep
-    # condition of their own or walking a list (the update side may protect it); not the
-    # function nobody is known to call (lint: unknown entry)
-    assert rcu == {("user.c", "user_reads_unlocked"), ("worker.c", "worker_fn"), ("offload.c", "offload_work")}
+    # file operation and work items (known process context) calling an exported reader, a walker
+    # one call further (ports.c), a list walker with nothing held and a header reader with no
+    # section; not the callers holding a section, a mutex (the update side, for the list walk
+    # too), BH (timer), nor those of callees reading under a lock or a lockdep condition of their
+    # own; not the function nobody is known to call (lint: unknown entry)
+    assert rcu == {("user.c", "user_reads_unlocked"), ("worker.c", "worker_fn"), ("worker.c", "worker_walk_fn"),
+                   ("offload.c", "offload_work")}
     messages = sorted(f.message for f in found if f.function == "worker_fn")
     assert messages == [
         "helper_total() needs an RCU read-side section and is called outside one "
@@ -60,21 +61,23 @@ def test_a_callee_elsewhere_that_reads_under_its_callers_section_is_reported_whe
 
 def test_the_callee_need_is_checked_as_new_code_is_in_a_series(tree):
     found = {(f.function, f.severity) for f in series_findings(tree, "worker.c")}
-    assert found == {("worker_fn", "error"), ("worker_unknown_entry", "warning")}
+    assert found == {("worker_fn", "error"), ("worker_walk_fn", "error"), ("worker_unknown_entry", "warning")}
     worker = tree / "drivers" / "worker.c"
     worker.write_text(worker.read_text().replace(
         "\tw->total = helper_total(w->priv);\n\tw->total += wrap_cfg_weight(w->priv);\n}",
         "\trcu_read_lock();\n\tw->total = helper_total(w->priv);\n"
         "\tw->total += wrap_cfg_weight(w->priv);\n\trcu_read_unlock();\n}", 1))
     assert {f for f, _ in {(f.function, f.severity) for f in series_findings(tree, "worker.c")}} == \
-        {"worker_unknown_entry"}
+        {"worker_walk_fn", "worker_unknown_entry"}
 
 
 def test_the_index_knows_which_functions_need_a_section_on_entry(tree):
     index = callindex.from_files(tree, 1)
     assert index.need_of("helper_total") == ("rcu_dereference", "drivers/ports.c", 10, "ports_sum")
     assert index.need_of("wrap_cfg_weight") == ("rcu_dereference", "include/wrap.h", 28, "")
-    for reads_under_its_own in ("helper_total_checked", "helper_total_locked", "helper_walk", "worker_locked_fn"):
+    # a list walk with nothing held needs one too: its callers hold the section or the update side
+    assert index.need_of("helper_walk") == ("list_for_each_entry_rcu", "drivers/ports.c", 20, "")
+    for reads_under_its_own in ("helper_total_checked", "helper_total_locked", "worker_locked_fn"):
         assert index.need_of(reads_under_its_own) is None
 
 
