@@ -73,7 +73,11 @@ def test_an_rcu_finding_names_its_ways_in_and_explain_shows_them():
     that only with --explain, json carries it always."""
     found = [f for f in _all_findings() if f.rule == "rcu-deref-unprotected"]
     assert found
-    assert all(f.because and all(r.startswith(("way in: ", "no way in is known")) for r in f.because) for f in found)
+    assert all(f.because and all(r.startswith(("way in: ", "no way in is known", "way in lacking it: "))
+                                 for r in f.because) for f in found)
+    # the way in that lacks the protection comes first, as the chain from a registration down
+    chains = [r for f in found for r in f.because[:1] if r.startswith("way in lacking it: ")]
+    assert any("(registered as " in r and " -> " in r and " at line " in r for r in chains), chains
     registered = [f for f in found if any(r.startswith("way in: registered as .") for r in f.because)]
     assert registered, "the fixtures have registered RCU readers"
     report = lint_report(registered[:1], [registered[0].file])

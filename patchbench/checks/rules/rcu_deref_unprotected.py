@@ -110,9 +110,10 @@ def check(model: FileModel) -> Iterable[Finding]:
             worst = "unknown"
         reported.add(call.start)
         kind, args = _message(site, worst)
+        lacking = A.lacking_way(analysis, site)
         yield registry.finding(module, model, call.node, name, kind,
                                "warning" if worst in ("weak", "rtnl", "unknown") else None,
-                               because=calling.explain(model, name), **args)
+                               because=((lacking,) if lacking else ()) + calling.explain(model, name), **args)
     # `check`: what a read-side section the patch removed covered, judged as lockdep does
     for call, name, severity, kind, args in rcu_removed.findings(analysis, reported):
         yield registry.finding(module, model, call.node, name, kind, severity,

@@ -727,6 +727,58 @@ def _analyse(model: FileModel) -> Analysis:
     return analysis
 
 
+CHAIN_DEPTH = 8   # callers followed up from a finding to the way in that lacks its protection
+
+
+def lacking_way(analysis: Analysis, site: Site) -> str:
+    """The way into the site's function that lacks what the site needs, in words a reviewer can
+    follow (issue: every finding names its way in): the chain of in-file callers up to the first
+    function whose registration lacks it, or that holds none of it itself at its call; "" when no
+    single way is to blame (the lack arises in the function itself, or only ways read from other
+    files give it). The first such way in source order, so the same input names the same way."""
+    if site.need is None or site.need.condition_arg is not None:
+        return ""   # a lockdep condition names the function's own locals: not judged at its callers
+    name = site.function.function.name
+    chain = _lacking_chain(analysis, name, site.need, set())
+    if not chain:
+        return ""
+    return "way in lacking it: " + " -> ".join(chain)
+
+
+def _lacking_chain(analysis: Analysis, name: str, need: P.Need, seen: set) -> list[str]:
+    """[`top()` (how it is entered), `next()` at line N, ..., `name()` at line M], or []."""
+    if name in seen or len(seen) >= CHAIN_DEPTH:
+        return []
+    seen = seen | {name}
+    model = analysis.model
+    for way in calling.registrations(model, name, tree=False):
+        if way.context is not None and not _protects(analysis, name, need, context_facts(way.context)):
+            return [f"{name}() ({way.describe()})"]
+    for call in model.callers.get(name, []):
+        caller = analysis.infos.get(call.function)
+        result = analysis.results.get(call.function)
+        if caller is None or result is None:
+            continue
+        pseudo = Site(call, need, result.states_at(call), caller)
+        if all(verdict(analysis, pseudo, state) == "ok" for state in pseudo.states):
+            continue
+        above = _lacking_chain(analysis, call.function, need, seen) or \
+            [f"{call.function}() (" + ("its ways in not followed" if len(seen) >= CHAIN_DEPTH else
+                                      "holding none of it at the call") + ")"]
+        return above + [f"{name}() at line {call.line}"]
+    return []
+
+
+def _protects(analysis: Analysis, name: str, need: P.Need, facts: frozenset) -> bool:
+    """Whether a registration context's entry facts give what `need` accepts, judged at the
+    function's first statement."""
+    info = analysis.infos.get(name)
+    if info is None or not info.function.calls:
+        return True
+    first = min(info.function.calls, key=lambda c: c.start)
+    return verdict(analysis, Site(first, need, {facts}, info), info.precondition | facts) == "ok"
+
+
 # -- judging a primitive -----------------------------------------------------------------------
 
 def condition_keys(model: FileModel, function: Function, text: str):
