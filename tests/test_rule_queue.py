@@ -32,6 +32,7 @@ EXPECTED = {
     "tp_recheck_no_barrier.c": {(STOP, "__martin_maybe_stop_tx")},
     "tp_wake_only_in_timeout_task.c": {(STOP, "shrike_start_xmit")},
     "tp_wake_only_in_open.c": {(STOP, "tern_xmit")},
+    "tp_closed_never_reopened.c": {(STOP, "wren2_close")},
     # correct shapes that naive matching flags
     "ok_wrapper_from_napi.c": set(),
     "ok_recheck_start.c": set(),
@@ -50,6 +51,7 @@ EXPECTED = {
     "ok_stop_then_kick.c": set(),
     "ok_single_queue_device.c": set(),
     "ok_bql_completion_barrier.c": set(),
+    "ok_closed_reopened_on_link_up.c": set(),
 }
 
 _EXPECT = re.compile(r"/\* expect: ([a-z-]+) \*/")

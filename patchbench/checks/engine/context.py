@@ -184,6 +184,26 @@ class TreeContext:
                     found.setdefault(name, value)
         return found
 
+    def calls_reach(self, names: list[str], targets: frozenset[str], depth: int) -> bool:
+        """Whether a function of `names` defined in another file or a header calls one of
+        `targets`, itself or through the functions it calls there, at most `depth` calls down (the
+        index's scans, read lexically); False without an index."""
+        if self.index is None:
+            return False
+        seen: set[str] = set()
+        frontier = sorted(set(names))
+        for _ in range(depth):
+            found: set[str] = set()
+            for name in frontier:
+                seen.add(name)
+                for number, _, _ in self.index.defs(name):
+                    called = {callee for callee, _ in self.index.scan_of(number)["calls"].get(name, [])}
+                    if called & targets:
+                        return True
+                    found |= called
+            frontier = sorted(found - seen)
+        return False
+
     def siblings(self, path: str) -> list[dict]:
         """The scans of the other .c files of `path`'s directory, in path order; [] without an
         index (the file is judged alone)."""

@@ -33,6 +33,9 @@ MESSAGES = {
     "wake-test-no-barrier": "{test}() is tested before {wake}() with no full barrier after the ring index "
                             "is published, while {stopper}() fences its re-check: a concurrent stop can "
                             "be missed and the queue stays stopped",
+    "closed-never-reopened": "{stop}() stops {queue} when the device is closed, and nothing {opener}() "
+                             "(.ndo_open) reaches starts or wakes it again: after the device is brought "
+                             "down and up, transmit stays stopped",
 }
 
 MENTIONS = queue_flow.stop_words

@@ -37,6 +37,9 @@ _STOPS = frozenset(name for name, (action, scope, _, _) in SPELLINGS.items()
                    if action == "stop" and scope in ("one", "all"))
 _WAKES = frozenset(name for name, (action, *_) in SPELLINGS.items() if action == "wake")
 _PAUSES = frozenset(name for name, (action, *_) in SPELLINGS.items() if action == "stop")
+_RESTARTS = frozenset(name for name, (action, *_) in SPELLINGS.items() if action in ("start", "wake"))
+# calls followed into other files from .ndo_open looking for the start of the queue its close stopped
+OPEN_DEPTH = 3
 _RING_PRODUCE = kfacts.names("ptr_ring", "produce")
 
 
@@ -63,9 +66,11 @@ def findings(rule_id: str, model: FileModel) -> Iterator[Finding]:
     for verdict in analyse(model):
         if verdict.rule == rule_id:
             stop = verdict.stop
+            related = Place(*verdict.related) if verdict.related else \
+                Place("queue stopped", stop.line) if stop is not None else None
             yield registry.finding(module, model, verdict.site.line, verdict.site.function.name,
                                  verdict.kind, verdict.severity,
-                                 Place("queue stopped", stop.line) if stop is not None else None,
+                                 related,
                                  because=verdict.because + calling.explain(model, verdict.site.function.name),
                                  **verdict.args)
 
@@ -83,13 +88,14 @@ def _analyse(model: FileModel) -> list[Verdict]:
     stops = [s for s in found.sites if s.action == "stop" and s.scope in ("one", "all")
              and ("xmit" in sides.sides[s.function.name] or _produces(s.function))
              and not sides.quiesces_here(s.function)]
+    closed = _closed_for_good(model, found, sides)
     if not stops:
-        return []
+        return closed
     consumer = [s for s in found.sites if "consumer" in sides.sides[s.function.name]
                 and not _reprieve(s, stops, found) and not sides.resets_before(s.function, s.call.start)]
     wakes = [s for s in consumer if s.action == "wake"]
     if not wakes and not sides.has_consumer_root():
-        return []  # the completion side lives in another file of the driver
+        return closed  # the completion side lives in another file of the driver
     names = {s.function.name for s in stops} | {w.function.name for w in wakes}
     facts = QueueFacts(model, found, stops, publishers(model))
     results = summaries.solve(model, names, lambda _: facts)
@@ -131,8 +137,54 @@ def _analyse(model: FileModel) -> list[Verdict]:
                 and sides.restarts_queue(wake.function, wake.call.start) \
                 and not any(same_queue(s, wake, found) for s in stopped_ones):
             verdicts.append(_wrong_queue_verdict(wake, stops[0]))
-    unique = {(v.rule, v.site.function.name, v.kind, tuple(sorted(v.args.items()))): v for v in verdicts}
+    unique = {(v.rule, v.site.function.name, v.kind, tuple(sorted(v.args.items()))): v for v in verdicts + closed}
     return list(unique.values())
+
+
+def _closed_for_good(model: FileModel, found: QueueSites, sides: Sides) -> list[Verdict]:
+    """Stops made when the device is closed (in functions only reached from .ndo_stop) that
+    nothing undoes when it is opened again: no start or wake of a netdev queue in what .ndo_open
+    reaches, nor anywhere else in the file outside the completion side (a link-up callback,
+    resume, a watchdog), in a sibling file of the driver sharing its header, nor in what its
+    .ndo_open calls in other files (OPEN_DEPTH calls down, through the call index). The core never restarts a queue a driver stopped: after `ip link set down`
+    and `up` the queue stays stopped and nothing is transmitted again."""
+    opens = sorted(name for name, kinds in model.registrations.items()
+                   if "ndo_open" in kinds and name in model.functions)
+    if not opens:
+        return []
+    closers = {name for name in model.functions if calling.only_reached_from(model, name, {"ndo_stop"})}
+    closing = [s for s in found.sites if s.action == "stop" and s.scope in ("one", "all")
+               and s.key.space == "netdev" and s.function.name in closers]
+    if not closing:
+        return []
+    # a completion's wake (after a stopped test or freeing tx buffers: Sides.restarts_queue) runs
+    # only for packets sent, which a stopped queue never sends: it does not count, unless open
+    # itself reaches it
+    reached = sides.reach_from(set(opens))
+    if any(s.action in ("start", "wake") and s.key.space == "netdev" and s.function.name not in closers
+           and (s.function.name in reached or not sides.restarts_queue(s.function, s.call.start))
+           for s in found.sites):
+        return []
+    restarts = _and_wrappers(_RESTARTS, model.context)
+    headers = set(local_includes(model.source))
+    if headers and any(headers & set(scan.get("includes", ())) and any(
+            callee in restarts for called in scan["calls"].values() for callee, _ in called)
+            for scan in model.context.siblings(model.path)):
+        return []
+    outside = sorted({call.name for name in reached if name in model.functions
+                      for call in model.functions[name].calls if call.name not in model.functions})
+    if model.context.calls_reach(outside, restarts, OPEN_DEPTH):
+        return []
+    # reported on the stop, as every unmatched stop is, with .ndo_open as the related place
+    opener = model.functions[opens[0]]
+    return [Verdict(STOP_UNMATCHED, stop, "closed-never-reopened",
+                    {"stop": stop.written, "queue": "every tx queue" if stop.scope == "all" else stop.describe(),
+                     "opener": opens[0]},
+                    because=(f"{opens[0]}() is .ndo_open: neither it nor what it calls in this file or "
+                             f"(through the call index) {OPEN_DEPTH} calls into the tree starts or wakes a "
+                             f"queue, nor does any other function of the file or of its sibling files",),
+                    related=(".ndo_open, which never restarts it", opener.start_line))
+            for stop in closing]
 
 
 def _scheduled_wakes(stop: QueueSite, found: QueueSites, sides: Sides,

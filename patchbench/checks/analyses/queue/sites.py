@@ -132,6 +132,7 @@ class Verdict:
     severity: str = "error"
     stop: QueueSite | None = None
     because: tuple[str, ...] = ()
+    related: tuple[str, int] | None = None   # (label, line) of the related place, when not the stop's
 
 
 def same_queue(stop: QueueSite, wake: QueueSite, found: QueueSites) -> bool:
