@@ -26,6 +26,7 @@ from types import ModuleType
 from patchbench.checks.kernel import facts as kfacts
 from patchbench.checks.analyses import calling
 from patchbench.checks.analyses import locks
+from patchbench.checks.engine import flow
 from patchbench.checks.engine import registry
 from patchbench.checks.engine import summaries
 from patchbench.checks.engine.finding import Finding, Place
@@ -350,12 +351,15 @@ def _flag_guards(model: FileModel, function: Function, call) -> set[str]:
             text = squeeze(model.text(parent.child_by_field_name("condition"))).strip("()").lstrip("!")
             guards.add(text)
         node = parent
-    return guards & _assigned(model, function)
+    return guards & _flags(model, function)
 
 
-def _assigned(model: FileModel, function: Function) -> set[str]:
-    """Texts (without spaces) of the variables and fields the function assigns."""
-    return {squeeze(model.text(node.child_by_field_name("left"))) for node in function.shapes.get("assignment", [])}
+def _flags(model: FileModel, function: Function) -> set[str]:
+    """Texts (without spaces) of the variables and fields the function sets to a truth value
+    (`done = true;`, `p = NULL;`: flow.KNOWN_TRUTH): flags a path carries. A variable only ever
+    assigned what a call returns (`cfg = kzalloc(...)`) is set on every path that tests it."""
+    return {squeeze(model.text(node.child_by_field_name("left"))) for node in function.shapes.get("assignment", [])
+            if squeeze(model.text(node.child_by_field_name("right"))) in flow.KNOWN_TRUTH}
 
 
 def _on_labelled_exit(function: Function, call) -> bool:

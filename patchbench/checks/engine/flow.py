@@ -185,7 +185,8 @@ def _named_query(name: str) -> bool:
 
 _QUERY_WORDS = kfacts.names("flow", "query_words")
 _QUERY_LAST_WORDS = kfacts.names("flow", "query_last_words")
-_KNOWN_TRUTH = {"true": True, "1": True, "false": False, "0": False, "NULL": False}
+# values whose assignment makes a variable a flag the walk can follow (`locked = true;`)
+KNOWN_TRUTH = {"true": True, "1": True, "false": False, "0": False, "NULL": False}
 _SIDE_EFFECT = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--")
 _LOOPS = ("while_statement", "for_statement", "do_statement")
 _CONDITIONALS = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_elifdef")
@@ -713,7 +714,7 @@ class _Walker:
             self.tested.pop(target, None)
         if self.transfer.correlate_branches:
             states = self.forget(target, states)
-            known = _KNOWN_TRUTH.get(squeeze(_text(inner))) if plain else None
+            known = KNOWN_TRUTH.get(squeeze(_text(inner))) if plain else None
             if known is not None and target in _readers(self.function).tested:
                 # `locked = true;`: a later `if (locked)` knows its branch
                 self.tag_texts.add(target)
