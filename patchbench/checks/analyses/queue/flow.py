@@ -152,7 +152,9 @@ def _closed_for_good(model: FileModel, found: QueueSites, sides: Sides) -> list[
                    if "ndo_open" in kinds and name in model.functions)
     if not opens:
         return []
-    closers = {name for name in model.functions if calling.only_reached_from(model, name, {"ndo_stop"})}
+    # only the functions holding a queue site are asked how they are reached
+    closers = {name for name in {s.function.name for s in found.sites}
+               if calling.only_reached_from(model, name, {"ndo_stop"})}
     closing = [s for s in found.sites if s.action == "stop" and s.scope in ("one", "all")
                and s.key.space == "netdev" and s.function.name in closers]
     if not closing:
@@ -166,10 +168,8 @@ def _closed_for_good(model: FileModel, found: QueueSites, sides: Sides) -> list[
            for s in found.sites):
         return []
     restarts = _and_wrappers(_RESTARTS, model.context)
-    headers = set(local_includes(model.source))
-    if headers and any(headers & set(scan.get("includes", ())) and any(
-            callee in restarts for called in scan["calls"].values() for callee, _ in called)
-            for scan in model.context.siblings(model.path)):
+    if any(callee in restarts for scan in _header_siblings(model)
+           for called in scan["calls"].values() for callee, _ in called):
         return []
     outside = sorted({call.name for name in reached if name in model.functions
                       for call in model.functions[name].calls if call.name not in model.functions})
@@ -220,11 +220,18 @@ def woken_in_sibling_file(model: FileModel) -> bool:
     """Another C file of the driver directory, sharing a local header with this one, wakes queues
     outside recovery and bring-up: the completion side may live there (44 of 396 stopping files in
     6.1 have no wake of their own). Asked of the tree's call index; alone, a file is judged alone."""
-    headers = set(local_includes(model.source))
     wakes = _and_wrappers(_WAKES, model.context)
     pauses = _and_wrappers(_PAUSES, model.context) | QUIESCE | BRING_UP
-    return bool(headers) and any(headers & set(scan.get("includes", ())) and _wakes_outside_recovery(scan, wakes, pauses)
-                                 for scan in model.context.siblings(model.path))
+    return any(_wakes_outside_recovery(scan, wakes, pauses) for scan in _header_siblings(model))
+
+
+def _header_siblings(model: FileModel) -> list[dict]:
+    """The scans of the other C files of the driver directory that include one of this file's
+    local headers (the same driver, split over files); [] without an index or a local header."""
+    headers = set(local_includes(model.source))
+    if not headers:
+        return []
+    return [scan for scan in model.context.siblings(model.path) if headers & set(scan.get("includes", ()))]
 
 
 def _wakes_outside_recovery(scan: dict, wakes: frozenset[str], pauses: frozenset[str]) -> bool:

@@ -776,7 +776,8 @@ def _protects(analysis: Analysis, name: str, need: P.Need, facts: frozenset) -> 
     if info is None or not info.function.calls:
         return True
     first = min(info.function.calls, key=lambda c: c.start)
-    return verdict(analysis, Site(first, need, {facts}, info), info.precondition | facts) == "ok"
+    entry = info.precondition | facts
+    return verdict(analysis, Site(first, need, {entry}, info), entry) == "ok"
 
 
 # -- judging a primitive -----------------------------------------------------------------------
