@@ -96,21 +96,20 @@ def listed(way: Registration, entries: frozenset[str] | set[str]) -> bool:
 def only_reached_from(model: FileModel, name: str, entries: frozenset[str] | set[str]) -> bool:
     """Every way into `name` is a registration listed in `entries`, directly or through in-file
     callers that are themselves only reached that way (a helper of a NAPI poll)."""
-    seen: set[str] = set()
+    return _only_reached_from(model, name, entries, set())
 
-    def reached(current: str) -> bool:
-        if current in seen:
-            return True   # a cycle adds no new way in
-        seen.add(current)
-        ways = registered_ways(model, current)
-        if ways:
-            return all(listed(way, entries) for way in ways)
-        callers = model.callers.get(current, [])
-        if not callers or model.has_unknown_callers(current):
-            return False
-        return all(call.function and reached(call.function) for call in callers)
 
-    return reached(name)
+def _only_reached_from(model: FileModel, current: str, entries: frozenset[str] | set[str], seen: set[str]) -> bool:
+    if current in seen:
+        return True   # a cycle adds no new way in
+    seen.add(current)
+    ways = registered_ways(model, current)
+    if ways:
+        return all(listed(way, entries) for way in ways)
+    callers = model.callers.get(current, [])
+    if not callers or model.has_unknown_callers(current):
+        return False
+    return all(call.function and _only_reached_from(model, call.function, entries, seen) for call in callers)
 
 
 SHOWN = 3   # ways of one sort named in an explanation; the rest are counted

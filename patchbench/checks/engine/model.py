@@ -273,6 +273,11 @@ class FileModel:
     def _memo(self) -> dict[str, Any]:
         return {}
 
+    def release(self) -> None:
+        """Drop what the rules kept on the model: its analyses point back at it, and without that
+        cycle reference counting frees a checked file's objects at once (engine/pool.py)."""
+        self._memo.clear()
+
     @cached_property
     def address_taken(self) -> set[str]:
         """Functions named somewhere other than a callee position or their own declarator."""

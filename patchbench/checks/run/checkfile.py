@@ -83,7 +83,10 @@ def check_rules(path: str, source: bytes, chosen: list[ModuleType], previous: by
     except Exception as exc:
         raise CheckFailed(f"parsing {path} failed: {type(exc).__name__}: {exc}") from exc
     model.previous = previous
-    return _check(model, chosen)
+    try:
+        return _check(model, chosen)
+    finally:
+        model.release()
 
 
 def suppressed(lines: list[bytes], line: int, rule_id: str) -> bool:
