@@ -28,6 +28,11 @@ USE = "<use>"    # name of the pseudo call sites that stand for uses of pointer 
 ESCAPES = "rcu-pointer-escapes"        # queries/<id>.scm
 WORD = re.compile(r"[A-Za-z_]\w*")
 _CALLED = re.compile(r"([A-Za-z_]\w*)\s*\(")
+# A text without any of these has no call _reads_rcu_value() accepts: every name it accepts
+# contains one (a named helper ends in its word), so most bodies need not be scanned name by name.
+_MAY_READ_RCU_VALUE = re.compile("|".join(
+    [re.escape(P.helper_word())] + sorted(re.escape(name) for name in {*P.DEREFERENCES, P.ACCESS, *P.CONTAINER}
+                                          if P.helper_word() not in name)))
 
 
 @dataclass
@@ -74,7 +79,7 @@ def pointer_locals(model: FileModel, function: Function) -> frozenset:
 
 def _pointer_locals(model: FileModel, function: Function) -> frozenset:
     names = set()
-    for node in cparse.captures(cparse.rule_query(ESCAPES), function.node).get("pointer", []):
+    for node in cparse.captures(cparse.rule_query_capturing(ESCAPES, "pointer"), function.node).get("pointer", []):
         while node is not None and node.type != "identifier":
             node = node.child_by_field_name("declarator")
         if node is not None:
@@ -138,6 +143,8 @@ def _reads_rcu_value(text: str, known: dict[str, bool]) -> bool:
     """The text calls something whose result may be an RCU-protected value: a read primitive,
     rcu_access_pointer(), a container_of() form around one, or a helper named by convention.
     `known`: the answers already given for names of this file (a name's words are split once)."""
+    if _MAY_READ_RCU_VALUE.search(text) is None:
+        return False
     for name in _CALLED.findall(text):
         if name not in known:
             known[name] = name in P.DEREFERENCES or name == P.ACCESS or name in P.CONTAINER or P.named_helper(name)

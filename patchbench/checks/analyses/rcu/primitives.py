@@ -53,6 +53,11 @@ def words(name: str) -> list[str]:
     return [word for word in name.split("_") if word]
 
 
+def helper_word() -> str:
+    """The last word of every name named_helper() accepts ([rcu.helpers] last_word)."""
+    return _HELPERS["last_word"]
+
+
 def named_helper(name: str) -> bool:
     """`name` follows the kernel's convention for a function its callers call inside a read-side
     section ([rcu.helpers]: dev_get_by_index_rcu): its last word is "rcu", and it is neither the
