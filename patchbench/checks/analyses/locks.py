@@ -664,10 +664,6 @@ class LockTransfer(flow.Transfer):
 
 _ROOT = re.compile(r"^(&?\(?)([A-Za-z_]\w*)")
 _ACCESS_PATH = re.compile(r"^&?[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*|\[[^\]]*\])*$")
-_COPIES = cparse.query("""
-(assignment_expression right: (identifier) @copied)
-(init_declarator value: (identifier) @copied)
-""")
 _CONSTANT = re.compile(r"^(-?\d+|NULL|true|false|ERR_PTR\(.*\)|-E[A-Z0-9_]+)$")
 
 
@@ -704,8 +700,11 @@ def _in_loop(node: tree_sitter.Node, body: tree_sitter.Node) -> bool:
 
 
 def _copied(model: FileModel, function: Function) -> set[str]:
-    """The variables the function copies into another (`prev = p;`, `T *q = p;`)."""
-    return {model.text(node) for node in cparse.captures(_COPIES, function.body).get("copied", [])}
+    """The variables the function copies into another (`prev = p;`, `T *q = p;`), read off the
+    assignments and initialised declarators the function's shapes hold."""
+    values = [node.child_by_field_name("right") for node in function.shapes.get("assignment", [])] + \
+        [node.child_by_field_name("value") for node in function.shapes.get("declarator", [])]
+    return {model.text(value) for value in values if value is not None and value.type == "identifier"}
 
 
 def returned_text(node: tree_sitter.Node) -> str | None:

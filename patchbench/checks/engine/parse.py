@@ -397,6 +397,20 @@ def rule_query(name: str) -> tree_sitter.Query:
     return query(text)
 
 
+@lru_cache(maxsize=None)
+def rule_query_capturing(name: str, capture: str) -> tree_sitter.Query:
+    """rule_query(name) with only its patterns that capture `capture`: a user of one capture
+    does not pay for the nodes the other patterns would hand back."""
+    whole = rule_query(name)   # fails as rule_query() does when the file cannot be read
+    text = (QUERIES_DIR / f"{name}.scm").read_bytes()
+    narrowed = tree_sitter.Query(LANGUAGE, text.decode())   # disable_pattern changes the query
+    captured = re.compile(rb"@" + re.escape(capture.encode()) + rb"(?![\w.-])")
+    for index in range(whole.pattern_count):
+        if not captured.search(text[whole.start_byte_for_pattern(index):whole.end_byte_for_pattern(index)]):
+            narrowed.disable_pattern(index)
+    return narrowed
+
+
 def captures(q: tree_sitter.Query, node: tree_sitter.Node) -> dict[str, list[tree_sitter.Node]]:
     """Captures of q under node, by capture name (tree-sitter 0.25 QueryCursor API), each list in
     document order (enclosing nodes first). The cursor's own order is not that for nested
