@@ -45,15 +45,19 @@ _SHAPES = cparse.query("""
 """)
 _FACTS = cparse.query("""
 (call_expression function: (_) @callee arguments: (argument_list) @args) @call
+(initializer_pair designator: (field_designator (field_identifier) @init_field)
+                  value: [(identifier) @init_fn (pointer_expression argument: (identifier) @init_fn)])
+(assignment_expression left: (field_expression field: (field_identifier) @set_field)
+                       right: (identifier) @set_fn)
+""")
+# A function's locals (Function.types, Function.aliases), asked of the few functions a rule
+# resolves an access path in, not of every function of every file
+_LOCALS = cparse.query("""
 (parameter_declaration type: (_) @type declarator: (_) @decl)
 (declaration type: (_) @type declarator: (_) @decl)
 (assignment_expression left: (identifier) @target operator: "=" right: (_) @value)
 (init_declarator declarator: (identifier) @target value: (_) @value)
 (init_declarator declarator: (pointer_declarator declarator: (identifier) @target) value: (_) @value)
-(initializer_pair designator: (field_designator (field_identifier) @init_field)
-                  value: [(identifier) @init_fn (pointer_expression argument: (identifier) @init_fn)])
-(assignment_expression left: (field_expression field: (field_identifier) @set_field)
-                       right: (identifier) @set_fn)
 """)
 
 # Registration calls (callee -> (argument index of the function, registration kind)) and field
@@ -117,9 +121,36 @@ class Function:
     body_comment: str              # the first comment inside the body ("" if none)
     annotations: list[tuple[str, str]] = field(default_factory=list)  # ("__must_hold", "&q->lock")
     params: list[str] = field(default_factory=list)          # parameter names, in order
-    types: dict[str, str] = field(default_factory=dict)      # variable -> struct/typedef name
-    aliases: dict[str, str] = field(default_factory=dict)    # local -> squeezed value assigned once
     calls: list[CallSite] = field(default_factory=list)      # in evaluation order (by end byte)
+    source: bytes = field(default=b"", repr=False)            # the file's text (nodes index it)
+
+    @cached_property
+    def types(self) -> dict[str, str]:
+        """Variable (parameter or local) -> its struct/typedef name."""
+        return self._locals[0]
+
+    @cached_property
+    def aliases(self) -> dict[str, str]:
+        """Local -> the squeezed value it is assigned, where that is one access path (`&q->ring`)
+        assigned once."""
+        return self._locals[1]
+
+    @cached_property
+    def _locals(self) -> tuple[dict[str, str], dict[str, str]]:
+        types: dict[str, str] = {}
+        assigned: dict[str, set[str]] = {}
+        for found in cparse.matches(_LOCALS, self.node):
+            if "decl" in found:
+                variable = _declared_name(found["decl"][0], self.source)
+                if variable:
+                    types[variable] = _type_name(found["type"][0], self.source)
+            elif found["target"][0].start_byte >= self.body.start_byte:
+                target, value = found["target"][0], found["value"][0]
+                assigned.setdefault(cparse.node_text(self.source, target), set()).add(
+                    squeeze(cparse.node_text(self.source, value)))
+        aliases = {name: next(iter(values)) for name, values in assigned.items()
+                   if len(values) == 1 and _ACCESS_PATH.match(next(iter(values)))}
+        return types, aliases
 
     def calls_within(self, node: tree_sitter.Node) -> list[CallSite]:
         """Call sites inside node (itself included if it is a call), innermost first."""
@@ -197,22 +228,10 @@ class FileModel:
         ordered = sorted(functions.values(), key=lambda f: f.node.start_byte)
         starts = [f.node.start_byte for f in ordered]
         model = cls(path, source, tree, functions, {}, {}, context=context)
-        assigned: dict[Function, dict[str, set[str]]] = {}
         entries: dict[int, tuple[str, dict[str, str]]] = {}
         for found in cparse.matches(_FACTS, tree.root_node):
             if "call" in found:
                 model._add_call(found, _owner(ordered, starts, found["call"][0]))
-            elif "decl" in found:
-                owner = _owner(ordered, starts, found["decl"][0])
-                variable = _declared_name(found["decl"][0], source) if owner else None
-                if variable:
-                    owner.types[variable] = _type_name(found["type"][0], source)
-            elif "target" in found:
-                target = found["target"][0]
-                owner = _owner(ordered, starts, target)
-                if owner is not None and target.start_byte >= owner.body.start_byte:
-                    values = assigned.setdefault(owner, {}).setdefault(model.text(target), set())
-                    values.add(squeeze(model.text(found["value"][0])))
             elif "init_fn" in found:
                 name, kind = model.text(found["init_fn"][0]), model.text(found["init_field"][0])
                 model._register(name, kind)
@@ -230,9 +249,6 @@ class FileModel:
                 kind = REGISTRATION_FIELDS.get(model.text(found["set_field"][0]))
                 if kind:
                     model._register(model.text(found["set_fn"][0]), kind)
-        for owner, variables in assigned.items():
-            owner.aliases = {name: next(iter(values)) for name, values in variables.items()
-                             if len(values) == 1 and _ACCESS_PATH.match(next(iter(values)))}
         for function in functions.values():
             function.calls.sort(key=lambda c: (c.end, -c.start))
             function._index()
@@ -495,7 +511,7 @@ def _function(source: bytes, node: tree_sitter.Node) -> Function | None:
         start_line=node.start_point[0] + 1, end_line=node.end_point[0] + 1,
         is_static=bool(re.search(r"\bstatic\b", header[:header.find(name)])),
         comment=_comment_above(source, node), body_comment=_first_body_comment(source, body),
-        annotations=_annotations(header), params=_params(source, declarator))
+        annotations=_annotations(header), params=_params(source, declarator), source=source)
     return function
 
 
