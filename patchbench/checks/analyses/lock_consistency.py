@@ -43,13 +43,14 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 
 import tree_sitter
 
 from patchbench.checks.analyses import calling, locks
 from patchbench.checks.engine import parse as cparse
 from patchbench.checks.engine import summaries
-from patchbench.checks.engine.model import FileModel, Function
+from patchbench.checks.engine.model import SCOPED_GUARDS, FileModel, Function
 from patchbench.checks.kernel import facts as kfacts
 
 MIN_OTHERS = 5       # other accesses holding the lock, at least
@@ -71,6 +72,14 @@ _GLOBAL_LOCKS = frozenset(op.kind for op in kfacts.lock_ops().values() if op.key
 _ACCESS = cparse.query("(field_expression) @access")
 _PATH = re.compile(r"^[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*|\[[^\]]*\])*$")
 _WRITES = frozenset({"assignment_expression", "update_expression"})
+# what every head primitive's name contains (found with bytes.find: a regex alternation of the
+# names costs five times as much over a file)
+_HEAD_STEMS = (b"list_", b"skb_", b"rb_", b"idr_", b"hash_")
+assert all(any(stem in name.encode() for stem in _HEAD_STEMS) for name in _HEADS)
+_HEAD_NAMES = frozenset(name.encode() for name in _HEADS)
+_WORD = re.compile(rb"\w*")
+_OPEN = re.compile(rb"\s*\(")
+_MEMBER = re.compile(rb"(?:->|\.)\s*([A-Za-z_]\w*)")
 
 
 @dataclass(eq=False)
@@ -100,6 +109,42 @@ class Verdict:
 
 def verdicts(model: FileModel) -> list[Verdict]:
     return model.memo("lock_consistency.verdicts", lambda: _verdicts(model))
+
+
+@lru_cache(maxsize=8)
+def candidate_members(source: bytes) -> frozenset[bytes]:
+    """The members a reported field can end in, read from the text alone (the pre-pass keeps
+    every node's text, so an access `p->a.m` is `->`/`.` then `m` in the source): named inside
+    the parentheses of a head primitive's call (a structure access hands `&p->...m` to one),
+    and after `->` or `.` more than MIN_OTHERS times (the belief needs that many other
+    accesses). A field ending in any other member can give no verdict: its accesses need not be
+    found, nor its functions walked; a file with none need not even be parsed for this rule."""
+    heads: set[bytes] = set()
+    for start, end in _head_calls(source):
+        opened = _OPEN.match(source, end)
+        if opened is None:
+            continue
+        close = cparse._matching_paren(source, opened.end() - 1)
+        heads.update(_MEMBER.findall(source, opened.end(), close if close >= 0 else len(source)))
+    if not heads:
+        return frozenset()
+    counts = Counter(_MEMBER.findall(source))
+    return frozenset(member for member in heads if counts[member] > MIN_OTHERS)
+
+
+def _head_calls(source: bytes):
+    """(start, end) of each whole word of the text that names a head primitive."""
+    for stem in _HEAD_STEMS:
+        at = source.find(stem)
+        while at >= 0:
+            start = at
+            while start > 0 and (source[start - 1] == 95 or 48 <= source[start - 1] <= 57 or
+                                 65 <= source[start - 1] <= 90 or 97 <= source[start - 1] <= 122):
+                start -= 1
+            end = _WORD.match(source, at).end()
+            if source[start:end] in _HEAD_NAMES:
+                yield start, end
+            at = source.find(stem, end)
 
 
 def _verdicts(model: FileModel) -> list[Verdict]:
@@ -227,19 +272,36 @@ def _accesses(model: FileModel) -> tuple[list[Access], dict[str, summaries.Summa
     """Every counted access of the file (see the module), with the locks held at it, and the lock
     walks they come from."""
     spotted: dict[str, list[tuple[str, tree_sitter.Node, str, str]]] = {}
+    members = candidate_members(model.source)
+    if not members:
+        return [], {}
+    named = re.compile(rb"(?:->|\.)\s*(?:" + b"|".join(re.escape(m) for m in sorted(members)) + rb")\b")
     for name, function in model.functions.items():
-        found = list(_spot(model, function))
+        if named.search(model.source, function.body.start_byte, function.body.end_byte) is None:
+            continue   # no access of a field that can be reported on
+        found = list(_spot(model, function, members))
         if found:
             spotted[name] = found
     if not spotted:
         return [], {}
-    lock_keys = {key for function in model.functions.values() for call in function.calls
-                 for key in _lock_arguments(model, function, call)}
     structures = {key for found in spotted.values() for key, _, kind, _ in found if kind == "structure"}
     counts = Counter(key for found in spotted.values() for key, _, _, _ in found)
-    wanted = {key for key, count in counts.items() if count > MIN_OTHERS and key in structures and key not in lock_keys}
-    users = {name for name, found in spotted.items() if any(key in wanted for key, _, _, _ in found)
+    wanted = {key for key, count in counts.items() if count > MIN_OTHERS and key in structures}
+    if not wanted:
+        return [], {}
+    lock_keys = {key for function in model.functions.values() for call in function.calls
+                 for key in _lock_arguments(model, function, call)}
+    wanted -= lock_keys
+    # the bound first over every function with an access (cheap), then again without those
+    # only reached before publication (asking the registrations costs more): the fields kept
+    # are those the second bound alone keeps, since a field's bound looks at its own functions
+    holding = _MayHold(model)
+    users = {name for name, found in spotted.items() if any(key in wanted for key, _, _, _ in found)}
+    wanted = _may_be_believed(model, spotted, wanted, users, holding)
+    users = {name for name in users if any(key in wanted for key, _, _, _ in spotted[name])
              and not calling.only_reached_from(model, name, _UNPUBLISHED)}
+    wanted = _may_be_believed(model, spotted, wanted, users, holding)
+    users = {name for name in users if any(key in wanted for key, _, _, _ in spotted[name])}
     if not users:
         return [], {}
     results = summaries.solve(model, users | locks.lock_functions(model), lambda s: _transfer(model, s),
@@ -261,6 +323,100 @@ def _accesses(model: FileModel) -> tuple[list[Access], dict[str, summaries.Summa
             paths = tuple(sorted({_path_locks(state) for state in states}, key=sorted))
             accesses.append(Access(name, key, node, kind, call, frozenset(spelled), paths, spelled, known))
     return accesses, results
+
+
+def _may_be_believed(model: FileModel, spotted: dict[str, list], wanted: set[str], users: set[str],
+                     holding: "_MayHold") -> set[str]:
+    """The fields of wanted that can give a verdict whatever the lock walks find: a structure
+    access in a function that _verdicts can judge (its ways in known, or it takes a lock itself,
+    or it is static in a file declaring a static lock), and at least MIN_OTHERS accesses, in at
+    least MIN_FUNCTIONS other functions, that may hold a lock at all (_MayHold). The walks are
+    the cost of this rule: the other fields' functions are not walked (the walks of the rest
+    do not depend on them: summaries.solve)."""
+    static_lock = _STATIC_LOCK.search(model.source) is not None
+    kept = set()
+    for key in sorted(wanted):
+        per_function = Counter(name for name in users for k, _, _, _ in spotted[name] if k == key)
+        for name in sorted(per_function):
+            function = model.functions[name]
+            if not any(k == key and kind == "structure" for k, _, kind, _ in spotted[name]) or \
+                    not (_known_ways(model, name) or _calls_lock_op(function) or (function.is_static and static_lock)):
+                continue
+            others = [other for other in per_function if other != name and holding(other)]
+            if len(others) >= MIN_FUNCTIONS and sum(per_function[other] for other in others) >= MIN_OTHERS:
+                kept.add(key)
+                break
+    return kept
+
+
+_STATIC_LOCK = re.compile(rb"\bstatic\s+(?:DEFINE_\w*(?:LOCK|MUTEX|SEM)\w*\s*\(|[\w\s]*?\b(?:spinlock_t|rwlock_t|"
+                          rb"struct\s+mutex|struct\s+rw_semaphore)\s+)")
+
+
+def _calls_lock_op(function: Function) -> bool:
+    return any(kfacts.lock_op(call.name) is not None for call in function.calls)
+
+
+class _MayHold:
+    """Whether the lock walk can find any lock held in a function (a sound superset, asked per
+    function): it takes one itself or through an in-file callee (a lock op, a sparse context
+    statement, a guard, a header wrapper), or its precondition holds one (an annotation, a
+    registration's global lock), or its callers are all in the file and one of them may hold
+    one at the call (what every call site holds is the entry). A callee of another file only
+    makes a lock maybe held, never held."""
+
+    def __init__(self, model: FileModel):
+        self.model = model
+        self.answers: dict[str, bool] = {}
+        self.taking: set[str] | None = None
+
+    def takes(self) -> set[str]:
+        """The functions that take a lock themselves or through in-file callees."""
+        if self.taking is None:
+            model = self.model
+            wrapped: dict[str, bool] = {}
+
+            def local(function: Function) -> bool:
+                for call in function.calls:
+                    name = call.name
+                    if kfacts.lock_op(name) is not None or kfacts.statement_op(name) is not None \
+                            or name.startswith("guard(") or name in SCOPED_GUARDS:
+                        return True
+                    if name not in model.functions:
+                        if name not in wrapped:
+                            wrapped[name] = model.context.wrapper(name) is not None
+                        if wrapped[name]:
+                            return True
+                return False
+
+            taking = {name for name, function in model.functions.items() if local(function)}
+            changed = True
+            while changed:
+                changed = False
+                for name, function in model.functions.items():
+                    if name not in taking and any(call.name in taking for call in function.calls):
+                        taking.add(name)
+                        changed = True
+            self.taking = taking
+        return self.taking
+
+    def __call__(self, name: str) -> bool:
+        if name not in self.answers:
+            # may hold: a function reached through known callers only (g -> its callers) that
+            # takes a lock or has a precondition holding one
+            seen, pending, found = {name}, [name], False
+            while pending and not found:
+                current = pending.pop()
+                if self.answers.get(current) or current in self.takes() or \
+                        _precondition(self.model, self.model.functions[current]):
+                    found = True
+                elif not self.model.has_unknown_callers(current):
+                    for call in self.model.callers.get(current, []):
+                        if call.function and call.function in self.model.functions and call.function not in seen:
+                            seen.add(call.function)
+                            pending.append(call.function)
+            self.answers[name] = found
+        return self.answers[name]
 
 
 def _inherited(facts: frozenset) -> frozenset:
@@ -333,10 +489,14 @@ def _lock_arguments(model: FileModel, function: Function, call) -> list[str]:
     return [model.canonical(function, call.args[op.argument])]
 
 
-def _spot(model: FileModel, function: Function):
-    """(key, node, kind, call) of each field access of the function reached from a typed variable."""
+def _spot(model: FileModel, function: Function, members: frozenset[bytes]):
+    """(key, node, kind, call) of each field access of the function reached from a typed variable,
+    of the fields ending in one of members (candidate_members)."""
     fresh = _fresh(model, function)
     for node in cparse.captures(_ACCESS, function.body).get("access", []):
+        member = node.child_by_field_name("field")
+        if member is None or model.source[member.start_byte:member.end_byte] not in members:
+            continue
         parent = node.parent
         if parent is not None and parent.type == "field_expression" and \
                 parent.child_by_field_name("argument") == node:

@@ -27,6 +27,13 @@ MESSAGES = {
 MENTIONS = (b"list_", b"__skb_", b"skb_queue_", b"rb_", b"idr_", b"hash_")
 
 
+def mentioned(source: bytes) -> bool:
+    """Of the files MENTIONS lets through, those where a field handed to a structure primitive is
+    named often enough to carry a belief (lock_consistency.candidate_members): the others are not
+    parsed for this rule."""
+    return bool(lock_consistency.candidate_members(source))
+
+
 def check(model: FileModel) -> Iterable[Finding]:
     module = registry.rule(ID)
     for verdict in lock_consistency.verdicts(model):
