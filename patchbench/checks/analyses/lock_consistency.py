@@ -149,7 +149,7 @@ def _head_calls(source: bytes):
 
 def _verdicts(model: FileModel) -> list[Verdict]:
     by_key: dict[str, list[Access]] = {}
-    accesses, results = _accesses(model)
+    accesses, results, head_changed = _accesses(model)
     for access in accesses:
         by_key.setdefault(access.key, []).append(access)
     found = []
@@ -178,7 +178,17 @@ def _verdicts(model: FileModel) -> list[Verdict]:
             walk = access.call in _WALKS and rcu_walkable
             if all(path & alternatives or (walk and READER in path) for path in access.paths):
                 continue
-            # a walk only conflicts with changes: where the file's changes of F all hold a lock that
+            # a walk only conflicts with changes: where the file changes F by its head and none of
+            # those changes holds L (or a lock the others hold as often), its own writers do not
+            # share the belief (a list built only before publication, or at setup by a function of
+            # unknown ways without a lock): no change the checker can name runs under the
+            # discipline the walk breaks.
+            # A file that changes F only through entries' links (list_del(&e->node), an insert
+            # after a cursor) shows no head change, and the walk is judged as before
+            if access.call in _WALKS and key in head_changed and \
+                    not any(a.held & alternatives for a in accesses if a.kind == "structure" and a.call not in _WALKS):
+                continue
+            # where the file's changes of F all hold a lock that
             # every path of the walk holds too (writers serialised by a lock beside L, such as RTNL or
             # a registration mutex, with L for readers elsewhere), the walk sees no change
             changes = [a for a in others if a.kind == "structure" and a.call not in _WALKS]
@@ -268,13 +278,14 @@ def _unlocked_only_before_publication(model: FileModel, results: dict[str, summa
     return True
 
 
-def _accesses(model: FileModel) -> tuple[list[Access], dict[str, summaries.Summary]]:
-    """Every counted access of the file (see the module), with the locks held at it, and the lock
-    walks they come from."""
+def _accesses(model: FileModel) -> tuple[list[Access], dict[str, summaries.Summary], set[str]]:
+    """Every counted access of the file (see the module), with the locks held at it, the lock
+    walks they come from, and the fields the file changes by their head anywhere (before
+    publication too)."""
     spotted: dict[str, list[tuple[str, tree_sitter.Node, str, str]]] = {}
     members = candidate_members(model.source)
     if not members:
-        return [], {}
+        return [], {}, set()
     named = re.compile(rb"(?:->|\.)\s*(?:" + b"|".join(re.escape(m) for m in sorted(members)) + rb")\b")
     for name, function in model.functions.items():
         if named.search(model.source, function.body.start_byte, function.body.end_byte) is None:
@@ -283,12 +294,12 @@ def _accesses(model: FileModel) -> tuple[list[Access], dict[str, summaries.Summa
         if found:
             spotted[name] = found
     if not spotted:
-        return [], {}
+        return [], {}, set()
     structures = {key for found in spotted.values() for key, _, kind, _ in found if kind == "structure"}
     counts = Counter(key for found in spotted.values() for key, _, _, _ in found)
     wanted = {key for key, count in counts.items() if count > MIN_OTHERS and key in structures}
     if not wanted:
-        return [], {}
+        return [], {}, set()
     lock_keys = {key for function in model.functions.values() for call in function.calls
                  for key in _lock_arguments(model, function, call)}
     wanted -= lock_keys
@@ -303,11 +314,13 @@ def _accesses(model: FileModel) -> tuple[list[Access], dict[str, summaries.Summa
     wanted = _may_be_believed(model, spotted, wanted, users, holding)
     users = {name for name in users if any(key in wanted for key, _, _, _ in spotted[name])}
     if not users:
-        return [], {}
+        return [], {}, set()
     results = summaries.solve(model, users | locks.lock_functions(model), lambda s: _transfer(model, s),
                               precondition=lambda f: _precondition(model, f),
                               inherit=_inherited,
                               report=users)
+    head_changed = {key for found in spotted.values() for key, _, kind, call in found
+                    if kind == "structure" and call not in _WALKS}
     accesses = []
     for name in sorted(users):
         result = results[name].result
@@ -322,7 +335,7 @@ def _accesses(model: FileModel) -> tuple[list[Access], dict[str, summaries.Summa
             spelled = {_identity(k): k for k in sorted(keys, reverse=True) if _named_lock(k)}
             paths = tuple(sorted({_path_locks(state) for state in states}, key=sorted))
             accesses.append(Access(name, key, node, kind, call, frozenset(spelled), paths, spelled, known))
-    return accesses, results
+    return accesses, results, head_changed
 
 
 def _may_be_believed(model: FileModel, spotted: dict[str, list], wanted: set[str], users: set[str],
