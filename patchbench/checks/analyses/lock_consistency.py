@@ -26,7 +26,9 @@ path reaching it: the field handed as the head to a primitive that changes or wa
 structure (list_add(e, head), __skb_queue_tail(head, skb), list_for_each_entry(pos, head, m):
 [lock_consistency] heads), where a race corrupts the structure or follows a freed node; a walk
 not where every change of F the file shows holds a lock the walk holds as well (the changes are
-then serialised against it by that lock, whatever readers elsewhere take L for). Other
+then serialised against it by that lock, whatever readers elsewhere take L for), nor where the
+file changes F by its head but none of those changes holds L (its writers do not share the
+belief: a list built only at setup). Other
 accesses (a counter, a flag, a configuration value read on the data path) are evidence only: without
 the lock they race, but do not by themselves crash. One verdict per function and field (its first
 such access), and only where the function's ways in are all known (registered in a context the facts
@@ -36,6 +38,10 @@ variable of the file that no other file can hold and the function is static itse
 reach it only through this file's functions) with no registration in a context the facts table does
 not know: a function other files may call could be called with L held. Accesses in functions of
 unknown ways in count as evidence only when they hold L.
+
+Only what can give a verdict is found and walked: candidate_members() and _may_be_believed() are
+necessary conditions read before the walk (the text's members, the functions where a lock may be
+held at all), so they change no verdict and spare most of the rule's cost.
 """
 
 from __future__ import annotations
@@ -128,7 +134,8 @@ def candidate_members(source: bytes) -> frozenset[bytes]:
         heads.update(_MEMBER.findall(source, opened.end(), close if close >= 0 else len(source)))
     if not heads:
         return frozenset()
-    counts = Counter(_MEMBER.findall(source))
+    named = re.compile(rb"(?:->|\.)\s*(" + b"|".join(re.escape(m) for m in sorted(heads)) + rb")\b")
+    counts = Counter(named.findall(source))
     return frozenset(member for member in heads if counts[member] > MIN_OTHERS)
 
 
@@ -341,18 +348,26 @@ def _accesses(model: FileModel) -> tuple[list[Access], dict[str, summaries.Summa
 def _may_be_believed(model: FileModel, spotted: dict[str, list], wanted: set[str], users: set[str],
                      holding: "_MayHold") -> set[str]:
     """The fields of wanted that can give a verdict whatever the lock walks find: a structure
-    access in a function that _verdicts can judge (its ways in known, or it takes a lock itself,
-    or it is static in a file declaring a static lock), and at least MIN_OTHERS accesses, in at
+    access (a change, or a walk where _verdicts judges walks of the field) in a function that
+    _verdicts can judge (its ways in known, or it takes a lock itself, or it is static in a file
+    declaring a static lock), and at least MIN_OTHERS accesses, in at
     least MIN_FUNCTIONS other functions, that may hold a lock at all (_MayHold). The walks are
     the cost of this rule: the other fields' functions are not walked (the walks of the rest
     do not depend on them: summaries.solve)."""
     static_lock = _STATIC_LOCK.search(model.source) is not None
+    head_changed = {key for found in spotted.values() for key, _, kind, call in found
+                    if kind == "structure" and call not in _WALKS}
     kept = set()
     for key in sorted(wanted):
         per_function = Counter(name for name in users for k, _, _, _ in spotted[name] if k == key)
+        # a walk is judged only where no head change is seen or one may hold a lock (_verdicts)
+        walks_judged = key not in head_changed or \
+            any(holding(name) for name in per_function
+                if any(k == key and kind == "structure" and call not in _WALKS for k, _, kind, call in spotted[name]))
         for name in sorted(per_function):
             function = model.functions[name]
-            if not any(k == key and kind == "structure" for k, _, kind, _ in spotted[name]) or \
+            if not any(k == key and kind == "structure" and (walks_judged or call not in _WALKS)
+                       for k, _, kind, call in spotted[name]) or \
                     not (_known_ways(model, name) or _calls_lock_op(function) or (function.is_static and static_lock)):
                 continue
             others = [other for other in per_function if other != name and holding(other)]
