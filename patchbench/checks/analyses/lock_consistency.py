@@ -26,7 +26,9 @@ path reaching it: the field handed as the head to a primitive that changes or wa
 structure (list_add(e, head), __skb_queue_tail(head, skb), list_for_each_entry(pos, head, m):
 [lock_consistency] heads), where a race corrupts the structure or follows a freed node; a walk
 not where every change of F the file shows holds a lock the walk holds as well (the changes are
-then serialised against it by that lock, whatever readers elsewhere take L for). Other
+then serialised against it by that lock, whatever readers elsewhere take L for), nor where the
+file changes F by its head but none of those changes holds L (its writers do not share the
+belief: a list built only at setup). Other
 accesses (a counter, a flag, a configuration value read on the data path) are evidence only: without
 the lock they race, but do not by themselves crash. One verdict per function and field (its first
 such access), and only where the function's ways in are all known (registered in a context the facts
@@ -36,6 +38,10 @@ variable of the file that no other file can hold and the function is static itse
 reach it only through this file's functions) with no registration in a context the facts table does
 not know: a function other files may call could be called with L held. Accesses in functions of
 unknown ways in count as evidence only when they hold L.
+
+Only what can give a verdict is found and walked: candidate_members() and _may_be_believed() are
+necessary conditions read before the walk (the text's members, the functions where a lock may be
+held at all), so they change no verdict and spare most of the rule's cost.
 """
 
 from __future__ import annotations
@@ -43,13 +49,14 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 
 import tree_sitter
 
 from patchbench.checks.analyses import calling, locks
 from patchbench.checks.engine import parse as cparse
 from patchbench.checks.engine import summaries
-from patchbench.checks.engine.model import FileModel, Function
+from patchbench.checks.engine.model import SCOPED_GUARDS, FileModel, Function
 from patchbench.checks.kernel import facts as kfacts
 
 MIN_OTHERS = 5       # other accesses holding the lock, at least
@@ -71,6 +78,14 @@ _GLOBAL_LOCKS = frozenset(op.kind for op in kfacts.lock_ops().values() if op.key
 _ACCESS = cparse.query("(field_expression) @access")
 _PATH = re.compile(r"^[A-Za-z_]\w*(?:(?:->|\.)[A-Za-z_]\w*|\[[^\]]*\])*$")
 _WRITES = frozenset({"assignment_expression", "update_expression"})
+# what every head primitive's name contains (found with bytes.find: a regex alternation of the
+# names costs five times as much over a file)
+_HEAD_STEMS = (b"list_", b"skb_", b"rb_", b"idr_", b"hash_")
+assert all(any(stem in name.encode() for stem in _HEAD_STEMS) for name in _HEADS)
+_HEAD_NAMES = frozenset(name.encode() for name in _HEADS)
+_WORD = re.compile(rb"\w*")
+_OPEN = re.compile(rb"\s*\(")
+_MEMBER = re.compile(rb"(?:->|\.)\s*([A-Za-z_]\w*)")
 
 
 @dataclass(eq=False)
@@ -102,9 +117,46 @@ def verdicts(model: FileModel) -> list[Verdict]:
     return model.memo("lock_consistency.verdicts", lambda: _verdicts(model))
 
 
+@lru_cache(maxsize=8)
+def candidate_members(source: bytes) -> frozenset[bytes]:
+    """The members a reported field can end in, read from the text alone (the pre-pass keeps
+    every node's text, so an access `p->a.m` is `->`/`.` then `m` in the source): named inside
+    the parentheses of a head primitive's call (a structure access hands `&p->...m` to one),
+    and after `->` or `.` more than MIN_OTHERS times (the belief needs that many other
+    accesses). A field ending in any other member can give no verdict: its accesses need not be
+    found, nor its functions walked; a file with none need not even be parsed for this rule."""
+    heads: set[bytes] = set()
+    for start, end in _head_calls(source):
+        opened = _OPEN.match(source, end)
+        if opened is None:
+            continue
+        close = cparse._matching_paren(source, opened.end() - 1)
+        heads.update(_MEMBER.findall(source, opened.end(), close if close >= 0 else len(source)))
+    if not heads:
+        return frozenset()
+    named = re.compile(rb"(?:->|\.)\s*(" + b"|".join(re.escape(m) for m in sorted(heads)) + rb")\b")
+    counts = Counter(named.findall(source))
+    return frozenset(member for member in heads if counts[member] > MIN_OTHERS)
+
+
+def _head_calls(source: bytes):
+    """(start, end) of each whole word of the text that names a head primitive."""
+    for stem in _HEAD_STEMS:
+        at = source.find(stem)
+        while at >= 0:
+            start = at
+            while start > 0 and (source[start - 1] == 95 or 48 <= source[start - 1] <= 57 or
+                                 65 <= source[start - 1] <= 90 or 97 <= source[start - 1] <= 122):
+                start -= 1
+            end = _WORD.match(source, at).end()
+            if source[start:end] in _HEAD_NAMES:
+                yield start, end
+            at = source.find(stem, end)
+
+
 def _verdicts(model: FileModel) -> list[Verdict]:
     by_key: dict[str, list[Access]] = {}
-    accesses, results = _accesses(model)
+    accesses, results, head_changed = _accesses(model)
     for access in accesses:
         by_key.setdefault(access.key, []).append(access)
     found = []
@@ -133,7 +185,17 @@ def _verdicts(model: FileModel) -> list[Verdict]:
             walk = access.call in _WALKS and rcu_walkable
             if all(path & alternatives or (walk and READER in path) for path in access.paths):
                 continue
-            # a walk only conflicts with changes: where the file's changes of F all hold a lock that
+            # a walk only conflicts with changes: where the file changes F by its head and none of
+            # those changes holds L (or a lock the others hold as often), its own writers do not
+            # share the belief (a list built only before publication, or at setup by a function of
+            # unknown ways without a lock): no change the checker can name runs under the
+            # discipline the walk breaks.
+            # A file that changes F only through entries' links (list_del(&e->node), an insert
+            # after a cursor) shows no head change, and the walk is judged as before
+            if access.call in _WALKS and key in head_changed and \
+                    not any(a.held & alternatives for a in accesses if a.kind == "structure" and a.call not in _WALKS):
+                continue
+            # where the file's changes of F all hold a lock that
             # every path of the walk holds too (writers serialised by a lock beside L, such as RTNL or
             # a registration mutex, with L for readers elsewhere), the walk sees no change
             changes = [a for a in others if a.kind == "structure" and a.call not in _WALKS]
@@ -223,29 +285,49 @@ def _unlocked_only_before_publication(model: FileModel, results: dict[str, summa
     return True
 
 
-def _accesses(model: FileModel) -> tuple[list[Access], dict[str, summaries.Summary]]:
-    """Every counted access of the file (see the module), with the locks held at it, and the lock
-    walks they come from."""
+def _accesses(model: FileModel) -> tuple[list[Access], dict[str, summaries.Summary], set[str]]:
+    """Every counted access of the file (see the module), with the locks held at it, the lock
+    walks they come from, and the fields the file changes by their head anywhere (before
+    publication too)."""
     spotted: dict[str, list[tuple[str, tree_sitter.Node, str, str]]] = {}
+    members = candidate_members(model.source)
+    if not members:
+        return [], {}, set()
+    named = re.compile(rb"(?:->|\.)\s*(?:" + b"|".join(re.escape(m) for m in sorted(members)) + rb")\b")
     for name, function in model.functions.items():
-        found = list(_spot(model, function))
+        if named.search(model.source, function.body.start_byte, function.body.end_byte) is None:
+            continue   # no access of a field that can be reported on
+        found = list(_spot(model, function, members))
         if found:
             spotted[name] = found
     if not spotted:
-        return [], {}
-    lock_keys = {key for function in model.functions.values() for call in function.calls
-                 for key in _lock_arguments(model, function, call)}
+        return [], {}, set()
     structures = {key for found in spotted.values() for key, _, kind, _ in found if kind == "structure"}
     counts = Counter(key for found in spotted.values() for key, _, _, _ in found)
-    wanted = {key for key, count in counts.items() if count > MIN_OTHERS and key in structures and key not in lock_keys}
-    users = {name for name, found in spotted.items() if any(key in wanted for key, _, _, _ in found)
+    wanted = {key for key, count in counts.items() if count > MIN_OTHERS and key in structures}
+    if not wanted:
+        return [], {}, set()
+    lock_keys = {key for function in model.functions.values() for call in function.calls
+                 for key in _lock_arguments(model, function, call)}
+    wanted -= lock_keys
+    # the bound first over every function with an access (cheap), then again without those
+    # only reached before publication (asking the registrations costs more): the fields kept
+    # are those the second bound alone keeps, since a field's bound looks at its own functions
+    holding = _MayHold(model)
+    users = {name for name, found in spotted.items() if any(key in wanted for key, _, _, _ in found)}
+    wanted = _may_be_believed(model, spotted, wanted, users, holding)
+    users = {name for name in users if any(key in wanted for key, _, _, _ in spotted[name])
              and not calling.only_reached_from(model, name, _UNPUBLISHED)}
+    wanted = _may_be_believed(model, spotted, wanted, users, holding)
+    users = {name for name in users if any(key in wanted for key, _, _, _ in spotted[name])}
     if not users:
-        return [], {}
+        return [], {}, set()
     results = summaries.solve(model, users | locks.lock_functions(model), lambda s: _transfer(model, s),
                               precondition=lambda f: _precondition(model, f),
                               inherit=_inherited,
                               report=users)
+    head_changed = {key for found in spotted.values() for key, _, kind, call in found
+                    if kind == "structure" and call not in _WALKS}
     accesses = []
     for name in sorted(users):
         result = results[name].result
@@ -260,7 +342,109 @@ def _accesses(model: FileModel) -> tuple[list[Access], dict[str, summaries.Summa
             spelled = {_identity(k): k for k in sorted(keys, reverse=True) if _named_lock(k)}
             paths = tuple(sorted({_path_locks(state) for state in states}, key=sorted))
             accesses.append(Access(name, key, node, kind, call, frozenset(spelled), paths, spelled, known))
-    return accesses, results
+    return accesses, results, head_changed
+
+
+def _may_be_believed(model: FileModel, spotted: dict[str, list], wanted: set[str], users: set[str],
+                     holding: "_MayHold") -> set[str]:
+    """The fields of wanted that can give a verdict whatever the lock walks find: a structure
+    access (a change, or a walk where _verdicts judges walks of the field) in a function that
+    _verdicts can judge (its ways in known, or it takes a lock itself, or it is static in a file
+    declaring a static lock), and at least MIN_OTHERS accesses, in at
+    least MIN_FUNCTIONS other functions, that may hold a lock at all (_MayHold). The walks are
+    the cost of this rule: the other fields' functions are not walked (the walks of the rest
+    do not depend on them: summaries.solve)."""
+    static_lock = _STATIC_LOCK.search(model.source) is not None
+    head_changed = {key for found in spotted.values() for key, _, kind, call in found
+                    if kind == "structure" and call not in _WALKS}
+    kept = set()
+    for key in sorted(wanted):
+        per_function = Counter(name for name in users for k, _, _, _ in spotted[name] if k == key)
+        # a walk is judged only where no head change is seen or one may hold a lock (_verdicts)
+        walks_judged = key not in head_changed or \
+            any(holding(name) for name in per_function
+                if any(k == key and kind == "structure" and call not in _WALKS for k, _, kind, call in spotted[name]))
+        for name in sorted(per_function):
+            function = model.functions[name]
+            if not any(k == key and kind == "structure" and (walks_judged or call not in _WALKS)
+                       for k, _, kind, call in spotted[name]) or \
+                    not (_known_ways(model, name) or _calls_lock_op(function) or (function.is_static and static_lock)):
+                continue
+            others = [other for other in per_function if other != name and holding(other)]
+            if len(others) >= MIN_FUNCTIONS and sum(per_function[other] for other in others) >= MIN_OTHERS:
+                kept.add(key)
+                break
+    return kept
+
+
+_STATIC_LOCK = re.compile(rb"\bstatic\s+(?:DEFINE_\w*(?:LOCK|MUTEX|SEM)\w*\s*\(|[\w\s]*?\b(?:spinlock_t|rwlock_t|"
+                          rb"struct\s+mutex|struct\s+rw_semaphore)\s+)")
+
+
+def _calls_lock_op(function: Function) -> bool:
+    return any(kfacts.lock_op(call.name) is not None for call in function.calls)
+
+
+class _MayHold:
+    """Whether the lock walk can find any lock held in a function (a sound superset, asked per
+    function): it takes one itself or through an in-file callee (a lock op, a sparse context
+    statement, a guard, a header wrapper), or its precondition holds one (an annotation, a
+    registration's global lock), or its callers are all in the file and one of them may hold
+    one at the call (what every call site holds is the entry). A callee of another file only
+    makes a lock maybe held, never held."""
+
+    def __init__(self, model: FileModel):
+        self.model = model
+        self.answers: dict[str, bool] = {}
+        self.taking: set[str] | None = None
+
+    def takes(self) -> set[str]:
+        """The functions that take a lock themselves or through in-file callees."""
+        if self.taking is None:
+            model = self.model
+            wrapped: dict[str, bool] = {}
+
+            def local(function: Function) -> bool:
+                for call in function.calls:
+                    name = call.name
+                    if kfacts.lock_op(name) is not None or kfacts.statement_op(name) is not None \
+                            or name.startswith("guard(") or name in SCOPED_GUARDS:
+                        return True
+                    if name not in model.functions:
+                        if name not in wrapped:
+                            wrapped[name] = model.context.wrapper(name) is not None
+                        if wrapped[name]:
+                            return True
+                return False
+
+            taking = {name for name, function in model.functions.items() if local(function)}
+            changed = True
+            while changed:
+                changed = False
+                for name, function in model.functions.items():
+                    if name not in taking and any(call.name in taking for call in function.calls):
+                        taking.add(name)
+                        changed = True
+            self.taking = taking
+        return self.taking
+
+    def __call__(self, name: str) -> bool:
+        if name not in self.answers:
+            # may hold: a function reached through known callers only (g -> its callers) that
+            # takes a lock or has a precondition holding one
+            seen, pending, found = {name}, [name], False
+            while pending and not found:
+                current = pending.pop()
+                if self.answers.get(current) or current in self.takes() or \
+                        _precondition(self.model, self.model.functions[current]):
+                    found = True
+                elif not self.model.has_unknown_callers(current):
+                    for call in self.model.callers.get(current, []):
+                        if call.function and call.function in self.model.functions and call.function not in seen:
+                            seen.add(call.function)
+                            pending.append(call.function)
+            self.answers[name] = found
+        return self.answers[name]
 
 
 def _inherited(facts: frozenset) -> frozenset:
@@ -333,10 +517,14 @@ def _lock_arguments(model: FileModel, function: Function, call) -> list[str]:
     return [model.canonical(function, call.args[op.argument])]
 
 
-def _spot(model: FileModel, function: Function):
-    """(key, node, kind, call) of each field access of the function reached from a typed variable."""
+def _spot(model: FileModel, function: Function, members: frozenset[bytes]):
+    """(key, node, kind, call) of each field access of the function reached from a typed variable,
+    of the fields ending in one of members (candidate_members)."""
     fresh = _fresh(model, function)
     for node in cparse.captures(_ACCESS, function.body).get("access", []):
+        member = node.child_by_field_name("field")
+        if member is None or model.source[member.start_byte:member.end_byte] not in members:
+            continue
         parent = node.parent
         if parent is not None and parent.type == "field_expression" and \
                 parent.child_by_field_name("argument") == node:
