@@ -178,3 +178,19 @@ def test_a_guard_class_defined_in_a_header_holds_its_lock(tree):
     # and scoped_guard(gcfg, c) hold c->mtx, so only the work item without the guard is reported
     found = lint([str(tree / "net")], jobs=1)
     assert {(f.function, f.rule) for f in found} == {("gcfg_bare_work", "rcu-deref-unprotected")}
+
+
+def test_a_header_macro_walking_an_rcu_list_is_a_need_of_its_callers(tree):
+    """lib/walker.c uses include/wrap_walk.h's for-each and accessor macros: a macro whose body
+    reads with nothing held (no lockdep condition, no lock of its own, not variadic) passes its
+    need to the functions calling it, as a function would; its loop head is judged like the
+    list walk it expands to."""
+    index = callindex.from_files(tree, 1)
+    assert index.need_of("wrap_for_each_port") == ("list_for_each_entry_rcu", "include/wrap_walk.h", 13, "")
+    assert index.need_of("wrap_table_cfg") == ("rcu_dereference", "include/wrap_walk.h", 20, "")
+    assert index.need_of("wrap_for_each_port_locked") is None   # the walk names its lock
+    assert index.need_of("wrap_for_each_port_cond") is None     # passes its caller's condition on
+    found = {(f.function, f.line) for f in lint([str(tree / "lib")], jobs=1) if f.rule == "rcu-deref-unprotected"}
+    # work items with nothing held, and the plain walk under the mutex (no reader: a lockdep
+    # splat); not the walk in a section, nor in a timer (BH off), nor the ones naming the mutex
+    assert found == {("walker_bare", 21), ("walker_locked", 47), ("walker_cfg", 57)}

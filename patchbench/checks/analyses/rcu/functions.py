@@ -99,14 +99,18 @@ def _use_sites(model: FileModel, function: Function, candidates: frozenset) -> l
     return uses
 
 
-_ITERATOR_HEAD = re.compile(rb"([A-Za-z_]\w*_rcu)\s*\(")
+_ITERATOR_HEAD = re.compile(rb"([A-Za-z_]\w*)\s*\(")
 
 
-def _iterator_sites(model: FileModel, function: Function) -> list[CallSite]:
+def _iterator_sites(model: FileModel, function: Function, helpers: dict[str, P.Need]) -> list[CallSite]:
     """Pseudo call sites for the RCU list iterators the pre-pass turned into loop heads
     (`list_for_each_entry_rcu(pos, head, member) {` -> `while (pos, head, member) {`): a site on
-    the loop's condition, named by the macro, so that the walk judges the state at each test."""
-    if b"_rcu" not in model.source[function.body.start_byte:function.body.end_byte]:
+    the loop's condition, named by the macro, so that the walk judges the state at each test.
+    The iterators are the read primitives of the facts table and the macros of other files the
+    call index read walking an RCU list with nothing held (`helpers`: a subsystem's for-each)."""
+    body = model.source[function.body.start_byte:function.body.end_byte]
+    walkers = [name for name, need in helpers.items() if need is not NO_NEED and name not in model.functions]
+    if b"_rcu" not in body and not any(name.encode() in body for name in walkers):
         return []
     sites = []
     pending = [function.body]
@@ -117,7 +121,7 @@ def _iterator_sites(model: FileModel, function: Function) -> list[CallSite]:
             continue
         head = _ITERATOR_HEAD.match(model.source, node.start_byte)
         name = head.group(1).decode() if head else ""
-        if name not in P.DEREFERENCES:
+        if not (name.endswith("_rcu") and name in P.DEREFERENCES or name in walkers):
             continue
         condition = node.child_by_field_name("condition")
         while condition is not None and condition.type == "parenthesized_expression" and \
@@ -283,7 +287,7 @@ def function_info(model: FileModel, function: Function, helpers: dict[str, P.Nee
             relevant = True
         reads = reads or (need is not None and bool((need.strict | need.weak) & P.READERS))
     candidates = _candidates(model, function)
-    iterators = _iterator_sites(model, function)
+    iterators = _iterator_sites(model, function, helpers)
     relevant = relevant or bool(iterators)
     reads = reads or bool(iterators)
     augmented = function
@@ -336,8 +340,8 @@ def callee_needs(model: FileModel) -> dict[str, P.Need]:
     subsystem's (a wireless driver's mutex is nothing to mac80211's station table). The body the
     index read comes before the [rcu.helpers] naming convention, used only where it has none."""
     found = {}
-    called = sorted({call.name for function in model.functions.values() for call in function.calls}
-                    - set(model.functions) - set(P.DEREFERENCES) - set(P.SECTIONS))
+    called = sorted(({call.name for function in model.functions.values() for call in function.calls}
+                     | _loop_heads(model)) - set(model.functions) - set(P.DEREFERENCES) - set(P.SECTIONS))
     here = os.path.dirname(os.path.normpath(model.path))
     for name in called:
         summary = model.context.need(name)
@@ -354,6 +358,19 @@ def callee_needs(model: FileModel) -> dict[str, P.Need]:
                              frozenset(), None, read.section, False, own_data,
                              f" ({through}{primitive}() at {path}:{line})")
     return found
+
+
+# A call standing first on its line, where an iterator macro's head stands (the pre-pass makes it
+# a loop, so it is no call of the model).
+_LINE_HEAD = re.compile(rb"^[ \t]+([A-Za-z_]\w*)[ \t]*\(", re.M)
+
+
+def _loop_heads(model: FileModel) -> set[str]:
+    """The names standing as loop heads in the file's functions (`foo_for_each(pos, head) {`)."""
+    return {name.decode() for name in _LINE_HEAD.findall(model.source)} - _KEYWORDS
+
+
+_KEYWORDS = frozenset({"if", "for", "while", "switch", "return", "sizeof", "do", "case", "else"})
 
 
 def opens_section(function: Function) -> bool:
