@@ -51,8 +51,13 @@ def test_a_callee_elsewhere_that_reads_under_its_callers_section_is_reported_whe
     # own; not the function nobody is known to call (lint: unknown entry)
     assert rcu == {("user.c", "user_reads_unlocked"), ("worker.c", "worker_fn"), ("worker.c", "worker_walk_fn"),
                    ("offload.c", "offload_work")}
+    # lint of a tree: one finding per function lacking the section, naming its other reads
     messages = sorted(f.message for f in found if f.function == "worker_fn")
     assert messages == [
+        "helper_total() needs an RCU read-side section and is called outside one "
+        "(through ports_sum(), rcu_dereference() at drivers/ports.c:10) (also at line 22)"]
+    # check keeps one per read (it shows those a patch adds)
+    assert sorted(f.message for f in series_findings(tree, "worker.c") if f.function == "worker_fn") == [
         "helper_total() needs an RCU read-side section and is called outside one "
         "(through ports_sum(), rcu_dereference() at drivers/ports.c:10)",
         "wrap_cfg_weight() needs an RCU read-side section and is called outside one "
