@@ -199,3 +199,17 @@ def test_a_header_macro_walking_an_rcu_list_is_a_need_of_its_callers(tree):
     # work items with nothing held, and the plain walk under the mutex (no reader: a lockdep
     # splat); not the walk in a section, nor in a timer (BH off), nor the ones naming the mutex
     assert found == {("walker_bare", 21), ("walker_locked", 47), ("walker_cfg", 57)}
+
+
+def test_a_lookup_of_another_file_returns_what_only_the_callers_section_keeps_alive(tree):
+    """lib/lookup.c's lookup_port() walks an RCU list itself and returns the entry it found,
+    taking no reference: its result, got in a section of the caller's own, is tracked as
+    rcu_dereference()'s is, so a use after the section is an escape (check). Not so for a lookup
+    that takes a reference (lookup_port_get), nor for a use inside the section."""
+    index = callindex.from_files(tree, 1)
+    context = TreeContext(index, tree, series=True)
+    path = tree / "lib" / "lookup_user.c"
+    found = checkfile.check_source(str(path), path.read_bytes(), {"rcu-deref-unprotected", "rcu-pointer-escapes"},
+                                   context=context)
+    assert [(f.rule, f.function, f.line) for f in found] == [("rcu-pointer-escapes", "finder_late", 26)]
+    assert "from lookup_port() inside the read-side section" in found[0].message

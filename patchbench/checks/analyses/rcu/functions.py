@@ -138,27 +138,52 @@ def _iterator_sites(model: FileModel, function: Function, helpers: dict[str, P.N
     return sorted(sites, key=lambda c: c.start)
 
 
-def _reads_rcu_value(text: str, known: dict[str, bool]) -> bool:
+def lookups(model: FileModel, helpers: dict[str, P.Need]) -> frozenset[str]:
+    """Functions of other files whose result is an object only the caller's section keeps alive:
+    each global definition reads an RCU-protected pointer itself with nothing of its own held (the
+    index's need, not one reached through a callee) and calls nothing that takes a reference (the
+    facts table's [rcu.reference]): a lookup returning what it found, as a `*_rcu` one does. Their
+    result assigned to a pointer is tracked as rcu_dereference()'s is."""
+    def compute() -> frozenset[str]:
+        found = set()
+        for name, need in helpers.items():
+            if need is NO_NEED or name in model.functions or name in P.DEREFERENCES:
+                continue
+            summary = model.context.need(name)
+            callees = model.context.callees(name)
+            if summary is None or summary[3] or callees is None or \
+                    any(P.REFERENCE.search(callee) for callee in callees):
+                continue
+            found.add(name)
+        return frozenset(found)
+    return model.memo("rcu.lookups", compute)
+
+
+def _reads_rcu_value(text: str, known: dict[str, bool], found: frozenset[str] = frozenset()) -> bool:
     """The text calls something whose result may be an RCU-protected value: a read primitive,
-    rcu_access_pointer(), a container_of() form around one, or a helper named by convention.
+    rcu_access_pointer(), a container_of() form around one, a helper named by convention, or a
+    lookup of another file (`found`, see lookups()).
     `known`: the answers already given for names of this file (a name's words are split once)."""
     for name in _CALLED.findall(text):
         if name not in known:
-            known[name] = name in P.DEREFERENCES or name == P.ACCESS or name in P.CONTAINER or P.named_helper(name)
+            known[name] = name in P.DEREFERENCES or name == P.ACCESS or name in P.CONTAINER or \
+                P.named_helper(name) or name in found
         if known[name]:
             return True
     return False
 
 
-def _candidates(model: FileModel, function: Function) -> frozenset:
-    """Pointer locals that may receive an RCU-protected value (directly or through another)."""
+def _candidates(model: FileModel, function: Function, found: frozenset[str] = frozenset()) -> frozenset:
+    """Pointer locals that may receive an RCU-protected value (directly or through another);
+    `found`: the lookups of other files (see lookups())."""
     text = model.text(function.body)
     known = model.memo("rcu.returns_rcu_value", dict)
-    if not _reads_rcu_value(text, known):
+    if not _reads_rcu_value(text, known, found):
         return frozenset()
     pointers = pointer_locals(model, function)
     assigned = re.findall(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]*);", text)
-    assigned = [(target, value, _reads_rcu_value(value, known)) for target, value in assigned if target in pointers]
+    assigned = [(target, value, _reads_rcu_value(value, known, found)) for target, value in assigned
+                if target in pointers]
     found: set[str] = set()
     changed = True
     while changed:
@@ -286,7 +311,7 @@ def function_info(model: FileModel, function: Function, helpers: dict[str, P.Nee
         if need is not None or call.name == P.ACCESS:
             relevant = True
         reads = reads or (need is not None and bool((need.strict | need.weak) & P.READERS))
-    candidates = _candidates(model, function)
+    candidates = _candidates(model, function, lookups(model, helpers))
     iterators = _iterator_sites(model, function, helpers)
     relevant = relevant or bool(iterators)
     reads = reads or bool(iterators)
