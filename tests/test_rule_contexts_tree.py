@@ -51,8 +51,13 @@ def test_a_callee_elsewhere_that_reads_under_its_callers_section_is_reported_whe
     # own; not the function nobody is known to call (lint: unknown entry)
     assert rcu == {("user.c", "user_reads_unlocked"), ("worker.c", "worker_fn"), ("worker.c", "worker_walk_fn"),
                    ("offload.c", "offload_work")}
+    # lint of a tree: one finding per function lacking the section, naming its other reads
     messages = sorted(f.message for f in found if f.function == "worker_fn")
     assert messages == [
+        "helper_total() needs an RCU read-side section and is called outside one "
+        "(through ports_sum(), rcu_dereference() at drivers/ports.c:10) (also at line 22)"]
+    # check keeps one per read (it shows those a patch adds)
+    assert sorted(f.message for f in series_findings(tree, "worker.c") if f.function == "worker_fn") == [
         "helper_total() needs an RCU read-side section and is called outside one "
         "(through ports_sum(), rcu_dereference() at drivers/ports.c:10)",
         "wrap_cfg_weight() needs an RCU read-side section and is called outside one "
@@ -178,3 +183,33 @@ def test_a_guard_class_defined_in_a_header_holds_its_lock(tree):
     # and scoped_guard(gcfg, c) hold c->mtx, so only the work item without the guard is reported
     found = lint([str(tree / "net")], jobs=1)
     assert {(f.function, f.rule) for f in found} == {("gcfg_bare_work", "rcu-deref-unprotected")}
+
+
+def test_a_header_macro_walking_an_rcu_list_is_a_need_of_its_callers(tree):
+    """lib/walker.c uses include/wrap_walk.h's for-each and accessor macros: a macro whose body
+    reads with nothing held (no lockdep condition, no lock of its own, not variadic) passes its
+    need to the functions calling it, as a function would; its loop head is judged like the
+    list walk it expands to."""
+    index = callindex.from_files(tree, 1)
+    assert index.need_of("wrap_for_each_port") == ("list_for_each_entry_rcu", "include/wrap_walk.h", 13, "")
+    assert index.need_of("wrap_table_cfg") == ("rcu_dereference", "include/wrap_walk.h", 20, "")
+    assert index.need_of("wrap_for_each_port_locked") is None   # the walk names its lock
+    assert index.need_of("wrap_for_each_port_cond") is None     # passes its caller's condition on
+    found = {(f.function, f.line) for f in lint([str(tree / "lib")], jobs=1) if f.rule == "rcu-deref-unprotected"}
+    # work items with nothing held, and the plain walk under the mutex (no reader: a lockdep
+    # splat); not the walk in a section, nor in a timer (BH off), nor the ones naming the mutex
+    assert found == {("walker_bare", 21), ("walker_locked", 47), ("walker_cfg", 57)}
+
+
+def test_a_lookup_of_another_file_returns_what_only_the_callers_section_keeps_alive(tree):
+    """lib/lookup.c's lookup_port() walks an RCU list itself and returns the entry it found,
+    taking no reference: its result, got in a section of the caller's own, is tracked as
+    rcu_dereference()'s is, so a use after the section is an escape (check). Not so for a lookup
+    that takes a reference (lookup_port_get), nor for a use inside the section."""
+    index = callindex.from_files(tree, 1)
+    context = TreeContext(index, tree, series=True)
+    path = tree / "lib" / "lookup_user.c"
+    found = checkfile.check_source(str(path), path.read_bytes(), {"rcu-deref-unprotected", "rcu-pointer-escapes"},
+                                   context=context)
+    assert [(f.rule, f.function, f.line) for f in found] == [("rcu-pointer-escapes", "finder_late", 26)]
+    assert "from lookup_port() inside the read-side section" in found[0].message

@@ -79,6 +79,8 @@ def lint_files(files: list[str], jobs: int = 1, use_cache: bool = True,
     """Findings of `files` (of the default rules, or rule_ids); inside a kernel tree, with its call
     index (callers of each function across the whole tree, built once per tree content and cached)."""
     global _progress
+    if rule_ids is None:   # lint's default rules: not those precise only on a patch's change
+        rule_ids = frozenset(registry.default_rule_ids(lint=True))
     root = callindex.tree_root(files)
     if progress is not None and root is not None:
         progress.stage("indexing the callers of every function in the tree")

@@ -135,11 +135,11 @@ def lint_report(findings: list[Finding], files: list[str], seconds: float | None
         except OSError:
             sources[path] = None   # gone since it was analysed: shown without its lines
     contexts = [context(f, sources[f.file]) for f in findings]
-    return Report(findings, contexts, checked=Checked(0, files, rule_ids or _rule_ids(), seconds))
+    return Report(findings, contexts, checked=Checked(0, files, rule_ids or _rule_ids(lint=True), seconds))
 
 
-def _rule_ids() -> list[str]:
-    return registry.default_rule_ids()
+def _rule_ids(lint: bool = False) -> list[str]:
+    return registry.default_rule_ids(lint)
 
 
 def render(report: Report, fmt: str, explain: bool = False) -> str:

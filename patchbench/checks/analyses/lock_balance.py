@@ -241,6 +241,12 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary, rule: ModuleT
     # and RCU read-side sections only (a section the function opens first is its own)
     taken = {key for key, action in first.items() if action in ("acquire", "try", "try_fail")
              and (key not in _GLOBAL_KEYS or key in _SECTIONS)}
+    # a global lock no way in holds (_entry_lacks) is the function's own too, judged only where its
+    # release is unconditional: one under a flag (`if (rtnl_held) rtnl_unlock();`) may be reached
+    # on paths the walk cannot judge (a replay loop setting the flag before jumping back)
+    owned = {key for key, action in first.items() if action in ("acquire", "try", "try_fail")
+             and key in _GLOBAL_KEYS and key not in taken and _entry_lacks(model, function.name, key)}
+    taken |= owned
     named: dict[str, set[str]] = {}   # key -> the argument texts naming it
     spellings: dict[str, set[str]] = {}   # key -> the acquiring spellings (down_read and down_write)
     for call in function.calls:
@@ -267,6 +273,8 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary, rule: ModuleT
         # already); loops and correlated conditions the walk cannot follow leave other shapes
         # too uncertain.
         flags = _flag_guards(model, function, call)
+        if key in owned and flags:
+            continue
         callers = _caller_held(model, function, transfer, key)
         # "released already" only for a lock always named and taken the same way: hslot->lock
         # and hslot2->lock are one typed key, and releasing one does not release the other
@@ -290,6 +298,22 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary, rule: ModuleT
                          *calling.explain(model, function.name)),
                 call=call.name, args=", ".join(call.args), function=function.name))
     return findings
+
+
+# Global locks a registration's calling context says are held or not (kfacts.Context.locks).
+_CONTEXT_LOCKS = frozenset({"rtnl"})
+
+
+def _entry_lacks(model: FileModel, name: str, key: str) -> bool:
+    """No way into `name` holds the global lock `key`: every way in is a registration whose
+    calling context the facts table knows and does not hold it (a work item, a genetlink doit
+    without RTNL), and nothing calls it (static, no call in the file). Then a release of it is of the function's own
+    taking, as for a named lock (an RTNL a work item releases on an early exit that never took it)."""
+    function = model.functions.get(name)
+    if key not in _CONTEXT_LOCKS or function is None or not function.is_static or model.callers.get(name):
+        return False
+    ways = calling.registered_ways(model, name)
+    return bool(ways) and all(way.context is not None and key not in way.context.locks for way in ways)
 
 
 def _returned_locked(model: FileModel, function: Function, call, op) -> bool:

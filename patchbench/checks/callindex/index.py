@@ -177,6 +177,15 @@ class CallIndex:
         path = self._query("SELECT path FROM files WHERE number = ?", origin)
         return primitive, path[0][0] if path else "", line, via
 
+    def callees_of(self, name: str) -> frozenset[str] | None:
+        """The names the global definitions of `name` call (all of them together), None when it
+        has no global definition."""
+        definitions = [number for number, is_global, _ in self.defs(name) if is_global]
+        if not definitions:
+            return None
+        return frozenset(callee for number in definitions
+                         for callee, _ in self.scan_of(number)["calls"].get(name, []))
+
     def opens_section(self, name: str) -> bool:
         """Every global definition of `name` opens an explicit read-side section of its own: a
         call in its body, or in that of a static function of its file it calls with nothing held,

@@ -12,7 +12,7 @@ from patchbench.checks.kernel import facts as kfacts
 
 
 # Bump when scan() changes what it records: every stored scan and index is then rebuilt.
-SCAN_VERSION = 15
+SCAN_VERSION = 16
 
 
 FAMILIES = ("rcu", "rcu_bh", "rcu_sched", "srcu", "bh", "preempt", "irq", "spin", "rtnl")
@@ -220,11 +220,56 @@ def scan(source: bytes) -> dict:
         kind = fields.get(match.group(1).decode("latin-1"))
         if kind:
             regs.append([match.group(2).decode("latin-1"), kind, ""])
+    for macro, (word, offset) in _macro_reads(text, reads_needing).items():
+        if macro not in defs:   # a function of that name is what the scan read
+            lines = lines or _Lines(source)
+            defs[macro] = [False, 0]
+            reads[macro] = [word.decode(), lines.of(text, offset)]
     fields, accessors = field_reads(text, bodies)
     return {"defs": defs, "calls": calls, "regs": regs, "reads": reads, "queue": queue,
             "guards": guard_classes(text),
             "includes": local_includes(source), "fields": fields, "accessors": accessors,
             "integers": integer_defines(text)}
+
+
+# A function-like macro: `#define name(params) body`, its continued lines included.
+_MACRO = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)\(([^)\n]*)\)((?:[^\n]*\\\n)*[^\n]*)", re.M)
+
+
+def _macro_reads(text: bytes, reads_needing: dict[bytes, int | None]) -> dict[str, tuple[bytes, int]]:
+    """{macro: (primitive, offset of the read in text)} of the function-like macros whose body reads
+    an RCU-protected pointer with nothing of its own held, as a function body does for "reads": a
+    subsystem's for-each macro over an RCU list (`list_for_each_entry_rcu(pos, &(p)->list, node)`
+    with no lockdep condition), an accessor around rcu_dereference(). Its callers need a section as
+    a function's do. Not a macro that takes or asserts a lock or reader itself, one with variadic
+    parameters (it may pass its caller's lockdep condition on), nor one spelled like a primitive
+    of the facts table (those are judged by their own entries)."""
+    if b"define" not in text:
+        return {}
+    found = {}
+    for match in _MACRO.finditer(text):
+        name, params, body = match.group(1), match.group(2), match.group(3)
+        if b"..." in params or name in reads_needing or name in _fact_spellings():
+            continue
+        words = _CALL.findall(body)
+        if not any(word in reads_needing for word in words) or \
+                any(word in _fact_spellings() for word in words if word not in reads_needing):
+            continue
+        for call in _CALL.finditer(body):
+            word = call.group(1)
+            condition = reads_needing.get(word, -1)
+            if condition != -1 and (condition is None or
+                                    len(_arguments(body.replace(b"\\\n", b"  "), call.end())) <= condition):
+                found[name.decode("latin-1")] = (word, match.start(3) + call.start())
+                break
+    return found
+
+
+@lru_cache(maxsize=1)
+def _fact_spellings() -> frozenset[bytes]:
+    """Every lock, reader, assert and dereference spelling of the facts table."""
+    return frozenset(name.encode() for name in kfacts.lock_ops()) | \
+        frozenset(name.encode() for name in kfacts.dereferences()) | _named_locks() | _rtnl_asserts()
 
 
 def integer_defines(text: bytes, blanked: bool = True) -> dict[str, int]:

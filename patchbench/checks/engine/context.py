@@ -110,6 +110,10 @@ class TreeContext:
         see CallIndex.need_of; None without an index."""
         return self.index.need_of(name) if self.index is not None else None
 
+    def callees(self, name: str) -> frozenset[str] | None:
+        """What `name`, defined in another file, calls (CallIndex.callees_of); None without an index."""
+        return self.index.callees_of(name) if self.index is not None else None
+
     def opens_section(self, name: str) -> bool:
         """Whether `name`, defined in another file, opens a read-side section of its own (see
         CallIndex.opens_section); False without an index."""

@@ -58,10 +58,13 @@ def rules() -> tuple[ModuleType, ...]:
     return tuple(sorted(found, key=lambda m: m.ID))
 
 
-def default_rule_ids() -> list[str]:
+def default_rule_ids(lint: bool = False) -> list[str]:
     """The ids of the rules run unless asked for by name: all but those whose module says
-    `DEFAULT = False` (a rule whose measured precision is not yet what a default needs)."""
-    return [module.ID for module in rules() if getattr(module, "DEFAULT", True)]
+    `DEFAULT = False` (a rule whose measured precision is not yet what a default needs) and, for
+    `lint` (existing code, no series), those whose module says `LINT = False` (a rule precise on
+    the change a patch makes but not on code that has already been reviewed)."""
+    return [module.ID for module in rules() if getattr(module, "DEFAULT", True)
+            and (not lint or getattr(module, "LINT", True))]
 
 
 def preload() -> None:

@@ -60,6 +60,34 @@ def reaches(source: bytes, context: TreeContext) -> bool:
 
 
 def check(model: FileModel) -> Iterable[Finding]:
+    found = list(_check(model))
+    if model.context.reports_unknown():
+        return found
+    return _by_function(model, found)
+
+
+def _by_function(model: FileModel, found: list[Finding]) -> list[Finding]:
+    """`lint` of a tree: one finding per function and severity, at its first line, naming the
+    others (each read the function makes outside the section it lacks on the same ways in: the
+    fix is one section). `check` keeps one per read: it shows only the reads a patch adds."""
+    module = registry.rule(ID)
+    groups: dict[tuple, list[Finding]] = {}
+    for finding in found:
+        groups.setdefault((finding.function, finding.severity), []).append(finding)
+    merged = []
+    for group in groups.values():
+        group.sort(key=lambda f: f.line)
+        first = group[0]
+        also = tuple(sorted({f.line for f in group[1:]} - {first.line}))
+        if not also:
+            merged.append(first)
+            continue
+        merged.append(registry.finding(module, model, first.line, first.function, first.kind, first.severity,
+                                       also=also, because=first.because, **dict(first.args)))
+    return sorted(merged, key=lambda f: f.line)
+
+
+def _check(model: FileModel) -> Iterable[Finding]:
     module = registry.rule(ID)
     analysis = A.analyse(model)
     dereferenced = set()

@@ -221,10 +221,12 @@ def field_update_side_held(state: frozenset, info: F.FunctionInfo, at: int, side
 class RcuTransfer(flow.Transfer):
     """Reader, RTNL and lock facts through calls; pointer tracking through assignments."""
 
-    def __init__(self, model: FileModel, infos: dict[str, F.FunctionInfo], mutexes: frozenset):
+    def __init__(self, model: FileModel, infos: dict[str, F.FunctionInfo], mutexes: frozenset,
+                 lookups: frozenset = frozenset()):
         self.model = model
         self.infos = infos
         self.mutexes = mutexes
+        self.lookups = lookups   # lookups of other files returning RCU-protected objects (F.lookups)
         # In-file functions that take or drop the caller's section (`__acquires(RCU)`, or a
         # wrapper that only calls rcu_read_lock()), and lock wrappers (`foo_lock(q)`).
         self.section_effects = {name: effect for name, info in infos.items()
@@ -428,9 +430,10 @@ class RcuTransfer(flow.Transfer):
                 need = P.DEREFERENCES.get(callee)
                 if need is not None:
                     return ("rcu", callee, node) if need.tracked else None
-                if P.named_helper(callee) and node is value:
-                    # a *_rcu lookup (dev_get_by_index_rcu()) returns an object the section
-                    # keeps alive: valid until it ends, unless a reference is taken inside
+                if (P.named_helper(callee) or callee in self.lookups) and node is value:
+                    # a *_rcu lookup (dev_get_by_index_rcu()), or one of another file returning
+                    # what it read under its caller's section (F.lookups), returns an object the
+                    # section keeps alive: valid until it ends, unless a reference is taken inside
                     return ("rcu", callee, node)
                 if callee in P.CONTAINER and \
                         node.child_by_field_name("arguments").named_child_count:
@@ -681,7 +684,7 @@ def _analyse(model: FileModel) -> Analysis:
                         if (lock := F.lock_op(model, info.function, call)) and lock[0].sleeps) | \
         frozenset(key for info in infos.values() for call in info.function.calls
                   for op, key in F.c_wrapper_ops(model, info.function, call) if op.sleeps)
-    transfer = RcuTransfer(model, infos, mutexes)
+    transfer = RcuTransfer(model, infos, mutexes, F.lookups(model, helpers))
     static_ways = {name: ways_in(model, functions[name]) for name in wanted}
     results: dict[str, flow.FlowResult] = {}
     walked: dict[str, tuple] = {}     # name -> (entry, referenced) its current result was walked from

@@ -104,14 +104,18 @@ def _use_sites(model: FileModel, function: Function, candidates: frozenset) -> l
     return uses
 
 
-_ITERATOR_HEAD = re.compile(rb"([A-Za-z_]\w*_rcu)\s*\(")
+_ITERATOR_HEAD = re.compile(rb"([A-Za-z_]\w*)\s*\(")
 
 
-def _iterator_sites(model: FileModel, function: Function) -> list[CallSite]:
+def _iterator_sites(model: FileModel, function: Function, helpers: dict[str, P.Need]) -> list[CallSite]:
     """Pseudo call sites for the RCU list iterators the pre-pass turned into loop heads
     (`list_for_each_entry_rcu(pos, head, member) {` -> `while (pos, head, member) {`): a site on
-    the loop's condition, named by the macro, so that the walk judges the state at each test."""
-    if b"_rcu" not in model.source[function.body.start_byte:function.body.end_byte]:
+    the loop's condition, named by the macro, so that the walk judges the state at each test.
+    The iterators are the read primitives of the facts table and the macros of other files the
+    call index read walking an RCU list with nothing held (`helpers`: a subsystem's for-each)."""
+    body = model.source[function.body.start_byte:function.body.end_byte]
+    walkers = [name for name, need in helpers.items() if need is not NO_NEED and name not in model.functions]
+    if b"_rcu" not in body and not any(name.encode() in body for name in walkers):
         return []
     sites = []
     pending = [function.body]
@@ -122,7 +126,7 @@ def _iterator_sites(model: FileModel, function: Function) -> list[CallSite]:
             continue
         head = _ITERATOR_HEAD.match(model.source, node.start_byte)
         name = head.group(1).decode() if head else ""
-        if name not in P.DEREFERENCES:
+        if not (name.endswith("_rcu") and name in P.DEREFERENCES or name in walkers):
             continue
         condition = node.child_by_field_name("condition")
         while condition is not None and condition.type == "parenthesized_expression" and \
@@ -139,29 +143,54 @@ def _iterator_sites(model: FileModel, function: Function) -> list[CallSite]:
     return sorted(sites, key=lambda c: c.start)
 
 
-def _reads_rcu_value(text: str, known: dict[str, bool]) -> bool:
+def lookups(model: FileModel, helpers: dict[str, P.Need]) -> frozenset[str]:
+    """Functions of other files whose result is an object only the caller's section keeps alive:
+    each global definition reads an RCU-protected pointer itself with nothing of its own held (the
+    index's need, not one reached through a callee) and calls nothing that takes a reference (the
+    facts table's [rcu.reference]): a lookup returning what it found, as a `*_rcu` one does. Their
+    result assigned to a pointer is tracked as rcu_dereference()'s is."""
+    def compute() -> frozenset[str]:
+        found = set()
+        for name, need in helpers.items():
+            if need is NO_NEED or name in model.functions or name in P.DEREFERENCES:
+                continue
+            summary = model.context.need(name)
+            callees = model.context.callees(name)
+            if summary is None or summary[3] or callees is None or \
+                    any(P.REFERENCE.search(callee) for callee in callees):
+                continue
+            found.add(name)
+        return frozenset(found)
+    return model.memo("rcu.lookups", compute)
+
+
+def _reads_rcu_value(text: str, known: dict[str, bool], found: frozenset[str] = frozenset()) -> bool:
     """The text calls something whose result may be an RCU-protected value: a read primitive,
-    rcu_access_pointer(), a container_of() form around one, or a helper named by convention.
+    rcu_access_pointer(), a container_of() form around one, a helper named by convention, or a
+    lookup of another file (`found`, see lookups()).
     `known`: the answers already given for names of this file (a name's words are split once)."""
     if _MAY_READ_RCU_VALUE.search(text) is None:
         return False
     for name in _CALLED.findall(text):
         if name not in known:
-            known[name] = name in P.DEREFERENCES or name == P.ACCESS or name in P.CONTAINER or P.named_helper(name)
+            known[name] = name in P.DEREFERENCES or name == P.ACCESS or name in P.CONTAINER or \
+                P.named_helper(name) or name in found
         if known[name]:
             return True
     return False
 
 
-def _candidates(model: FileModel, function: Function) -> frozenset:
-    """Pointer locals that may receive an RCU-protected value (directly or through another)."""
+def _candidates(model: FileModel, function: Function, found: frozenset[str] = frozenset()) -> frozenset:
+    """Pointer locals that may receive an RCU-protected value (directly or through another);
+    `found`: the lookups of other files (see lookups())."""
     text = model.text(function.body)
     known = model.memo("rcu.returns_rcu_value", dict)
-    if not _reads_rcu_value(text, known):
+    if not _reads_rcu_value(text, known, found):
         return frozenset()
     pointers = pointer_locals(model, function)
     assigned = re.findall(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]*);", text)
-    assigned = [(target, value, _reads_rcu_value(value, known)) for target, value in assigned if target in pointers]
+    assigned = [(target, value, _reads_rcu_value(value, known, found)) for target, value in assigned
+                if target in pointers]
     found: set[str] = set()
     changed = True
     while changed:
@@ -289,8 +318,8 @@ def function_info(model: FileModel, function: Function, helpers: dict[str, P.Nee
         if need is not None or call.name == P.ACCESS:
             relevant = True
         reads = reads or (need is not None and bool((need.strict | need.weak) & P.READERS))
-    candidates = _candidates(model, function)
-    iterators = _iterator_sites(model, function)
+    candidates = _candidates(model, function, lookups(model, helpers))
+    iterators = _iterator_sites(model, function, helpers)
     relevant = relevant or bool(iterators)
     reads = reads or bool(iterators)
     augmented = function
@@ -343,8 +372,8 @@ def callee_needs(model: FileModel) -> dict[str, P.Need]:
     subsystem's (a wireless driver's mutex is nothing to mac80211's station table). The body the
     index read comes before the [rcu.helpers] naming convention, used only where it has none."""
     found = {}
-    called = sorted({call.name for function in model.functions.values() for call in function.calls}
-                    - set(model.functions) - set(P.DEREFERENCES) - set(P.SECTIONS))
+    called = sorted(({call.name for function in model.functions.values() for call in function.calls}
+                     | _loop_heads(model)) - set(model.functions) - set(P.DEREFERENCES) - set(P.SECTIONS))
     here = os.path.dirname(os.path.normpath(model.path))
     for name in called:
         summary = model.context.need(name)
@@ -361,6 +390,19 @@ def callee_needs(model: FileModel) -> dict[str, P.Need]:
                              frozenset(), None, read.section, False, own_data,
                              f" ({through}{primitive}() at {path}:{line})")
     return found
+
+
+# A call standing first on its line, where an iterator macro's head stands (the pre-pass makes it
+# a loop, so it is no call of the model).
+_LINE_HEAD = re.compile(rb"^[ \t]+([A-Za-z_]\w*)[ \t]*\(", re.M)
+
+
+def _loop_heads(model: FileModel) -> set[str]:
+    """The names standing as loop heads in the file's functions (`foo_for_each(pos, head) {`)."""
+    return {name.decode() for name in _LINE_HEAD.findall(model.source)} - _KEYWORDS
+
+
+_KEYWORDS = frozenset({"if", "for", "while", "switch", "return", "sizeof", "do", "case", "else"})
 
 
 def opens_section(function: Function) -> bool:
