@@ -417,15 +417,7 @@ class _MayHold:
                             return True
                 return False
 
-            taking = {name for name, function in model.functions.items() if local(function)}
-            changed = True
-            while changed:
-                changed = False
-                for name, function in model.functions.items():
-                    if name not in taking and any(call.name in taking for call in function.calls):
-                        taking.add(name)
-                        changed = True
-            self.taking = taking
+            self.taking = model.with_callers(name for name, function in model.functions.items() if local(function))
         return self.taking
 
     def __call__(self, name: str) -> bool:

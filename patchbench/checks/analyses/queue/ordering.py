@@ -280,12 +280,4 @@ def publishers(model: FileModel) -> set[str]:
 
 def _closure(model: FileModel, direct) -> set[str]:
     """Functions for which direct(function) holds, and the in-file functions that call them."""
-    found = {name for name, f in model.functions.items() if direct(f)}
-    changed = True
-    while changed:
-        changed = False
-        for name, function in model.functions.items():
-            if name not in found and any(c.name in found for c in function.calls):
-                found.add(name)
-                changed = True
-    return found
+    return model.with_callers(name for name, f in model.functions.items() if direct(f))
