@@ -29,7 +29,7 @@ def _unfiltered(monkeypatch, path: str, source: bytes) -> list[tuple[int, str, s
     every_member = frozenset(re.findall(rb"(?:->|\.)\s*([A-Za-z_]\w*)", source))
     with monkeypatch.context() as patch:
         patch.setattr(lock_consistency, "candidate_members", lambda _: every_member)
-        patch.setattr(lock_consistency, "_may_be_believed", lambda model, spotted, wanted, users, holding: wanted)
+        patch.setattr(lock_consistency, "_may_be_believed", lambda model, spotted, wanted, users, holding, head_changed: wanted)
         return _verdicts(path, source)
 
 

@@ -314,11 +314,13 @@ def _accesses(model: FileModel) -> tuple[list[Access], dict[str, summaries.Summa
     # only reached before publication (asking the registrations costs more): the fields kept
     # are those the second bound alone keeps, since a field's bound looks at its own functions
     holding = _MayHold(model)
+    head_changed = {key for found in spotted.values() for key, _, kind, call in found
+                    if kind == "structure" and call not in _WALKS}
     users = {name for name, found in spotted.items() if any(key in wanted for key, _, _, _ in found)}
-    wanted = _may_be_believed(model, spotted, wanted, users, holding)
+    wanted = _may_be_believed(model, spotted, wanted, users, holding, head_changed)
     users = {name for name in users if any(key in wanted for key, _, _, _ in spotted[name])
              and not calling.only_reached_from(model, name, _UNPUBLISHED)}
-    wanted = _may_be_believed(model, spotted, wanted, users, holding)
+    wanted = _may_be_believed(model, spotted, wanted, users, holding, head_changed)
     users = {name for name in users if any(key in wanted for key, _, _, _ in spotted[name])}
     if not users:
         return [], {}, set()
@@ -326,8 +328,6 @@ def _accesses(model: FileModel) -> tuple[list[Access], dict[str, summaries.Summa
                               precondition=lambda f: _precondition(model, f),
                               inherit=_inherited,
                               report=users)
-    head_changed = {key for found in spotted.values() for key, _, kind, call in found
-                    if kind == "structure" and call not in _WALKS}
     accesses = []
     for name in sorted(users):
         result = results[name].result
@@ -346,7 +346,7 @@ def _accesses(model: FileModel) -> tuple[list[Access], dict[str, summaries.Summa
 
 
 def _may_be_believed(model: FileModel, spotted: dict[str, list], wanted: set[str], users: set[str],
-                     holding: "_MayHold") -> set[str]:
+                     holding: "_MayHold", head_changed: set[str]) -> set[str]:
     """The fields of wanted that can give a verdict whatever the lock walks find: a structure
     access (a change, or a walk where _verdicts judges walks of the field) in a function that
     _verdicts can judge (its ways in known, or it takes a lock itself, or it is static in a file
@@ -355,8 +355,6 @@ def _may_be_believed(model: FileModel, spotted: dict[str, list], wanted: set[str
     the cost of this rule: the other fields' functions are not walked (the walks of the rest
     do not depend on them: summaries.solve)."""
     static_lock = _STATIC_LOCK.search(model.source) is not None
-    head_changed = {key for found in spotted.values() for key, _, kind, call in found
-                    if kind == "structure" and call not in _WALKS}
     kept = set()
     for key in sorted(wanted):
         per_function = Counter(name for name in users for k, _, _, _ in spotted[name] if k == key)
