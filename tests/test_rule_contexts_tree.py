@@ -14,7 +14,7 @@ import pytest
 from patchbench.checks import callindex
 from patchbench.checks.run import checkfile
 from patchbench.checks.engine.context import TreeContext
-from patchbench.commands.lint import lint
+from patchbench.commands.lint import lint, lint_files
 from tests.support.fixture_tree import isolated_copy
 from tests.support.git_series import git
 
@@ -213,3 +213,14 @@ def test_a_lookup_of_another_file_returns_what_only_the_callers_section_keeps_al
                                    context=context)
     assert [(f.rule, f.function, f.line) for f in found] == [("rcu-pointer-escapes", "finder_late", 26)]
     assert "from lookup_port() inside the read-side section" in found[0].message
+
+
+def test_a_list_built_only_by_an_export_every_caller_of_which_is_a_probe_is_not_a_race_to_walk(tree):
+    """lib/fabric.c: the member list changes only in fabric_register(), exported and called in
+    the tree only from drivers' probes (one directly, one through a helper), so the call index
+    places the change before publication and the walk without the mutex is not reported; the
+    spare list also changes in fabric_lend(), which a work item of another file calls, and its
+    walk without the mutex is."""
+    found = [f for f in lint_files([str(tree / "lib" / "fabric.c")], rule_ids=frozenset({"lock-held-inconsistent"}))]
+    assert [(f.function, f.line) for f in found] == [("fabric_spare", 142)]
+    assert "fabric.spares without fabric_mutex" in found[0].message

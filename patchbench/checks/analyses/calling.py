@@ -18,6 +18,7 @@ finding can quote.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from patchbench.checks.engine.model import FileModel
@@ -94,8 +95,10 @@ def listed(way: Registration, entries: frozenset[str] | set[str]) -> bool:
 
 
 def only_reached_from(model: FileModel, name: str, entries: frozenset[str] | set[str]) -> bool:
-    """Every way into `name` is a registration listed in `entries`, directly or through in-file
-    callers that are themselves only reached that way (a helper of a NAPI poll)."""
+    """Every way into `name` is a registration listed in `entries`, directly or through callers
+    that are themselves only reached that way: in-file callers (a helper of a NAPI poll) and, for
+    a global function only called, the callers the call index knows in other files (an exported
+    registration helper every caller of which is a driver's probe)."""
     return _only_reached_from(model, name, entries, set())
 
 
@@ -107,9 +110,32 @@ def _only_reached_from(model: FileModel, current: str, entries: frozenset[str] |
     if ways:
         return all(listed(way, entries) for way in ways)
     callers = model.callers.get(current, [])
-    if not callers or model.has_unknown_callers(current):
+    if model.has_unknown_callers(current):
+        if not _only_called(model, current):
+            return False
+        elsewhere = model.context.entered_only_from(
+            model.path, current, lambda kind, struct: listed(Registration(kind, struct, None), entries))
+        if elsewhere is False or (elsewhere is None and not callers):
+            return False
+    elif not callers:
         return False
     return all(call.function and _only_reached_from(model, call.function, entries, seen) for call in callers)
+
+
+def _only_called(model: FileModel, name: str) -> bool:
+    """A global function of a .c file whose address the file does not take or register: its
+    ways in are its calls, here and in the files the call index knows."""
+    function = model.functions.get(name)
+    return function is not None and not function.is_static and not model.path.endswith(".h") and \
+        (name not in model.address_taken or _only_exported(model, name)) and name not in model.registrations
+
+
+def _only_exported(model: FileModel, name: str) -> bool:
+    """Every use of the name other than a call is its EXPORT_SYMBOL*(): an export lets modules
+    call it, and the call index knows those calls (a mention in a comment counts as a use)."""
+    word = re.escape(name.encode())
+    uses = len(re.findall(rb"\b" + word + rb"\b(?!\s*\()", model.source))
+    return uses == len(re.findall(rb"\bEXPORT_SYMBOL\w*\s*\(\s*" + word + rb"\s*\)", model.source))
 
 
 SHOWN = 3   # ways of one sort named in an explanation; the rest are counted

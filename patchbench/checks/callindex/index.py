@@ -10,6 +10,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Callable
 
 from patchbench.checks.kernel import facts as kfacts
 from patchbench.checks.engine.context import Way
@@ -27,6 +28,9 @@ DEPTH = 2    # callers of callers consulted for a caller's own entry
 
 
 FANOUT = 32  # files consulted for a caller's own entry (the first, by path): a meet needs few
+
+
+HOPS = 3     # files away the callers of a global function are followed for entered_only_from
 
 
 @dataclass
@@ -238,6 +242,36 @@ class CallIndex:
                 held, known = self.entry(number, caller, depth + 1)
                 ways.append(Way(_families(bits) | held, known))
         return ways
+
+    def entered_only_from(self, path: str, name: str, listed: Callable[[str, str], bool]) -> bool | None:
+        """Whether every call of the global function `name` from files other than `path` is made by
+        a function the kernel enters only through registrations `listed` accepts (kind, struct),
+        directly or through its own callers in any file, at most HOPS files away; None when no
+        other file calls it. A function registered anywhere is entered as registered (as
+        calling.registered_ways has it); one with neither a registration nor a caller, or
+        further away, is not known to be."""
+        here = self.number(path)
+        calls = [(number, caller) for number in self.callers(name)
+                 if number != here and not self.is_local(name, number)
+                 for caller, _ in self.sites(name, number)]
+        if not calls:
+            return None
+        seen: set[tuple[int, str]] = set()
+        return all(self._entered_only(number, caller, listed, 1, seen) for number, caller in calls)
+
+    def _entered_only(self, number: int, name: str, listed: Callable[[str, str], bool], hops: int,
+                      seen: set[tuple[int, str]]) -> bool:
+        if (number, name) in seen:
+            return True   # a cycle adds no way in (and a False seen before already decided)
+        seen.add((number, name))
+        is_global = not self.is_local(name, number)
+        registered = [(kind, struct) for n, kind, struct in self.regs(name) if is_global or n == number]
+        if registered:
+            return all(listed(kind, struct) for kind, struct in registered)
+        calls = [(n, caller, hops + (n != number)) for n in ([number] if not is_global else self.callers(name))
+                 if n == number or not self.is_local(name, n) for caller, _ in self.sites(name, n)]
+        return bool(calls) and all(further <= HOPS and self._entered_only(n, caller, listed, further, seen)
+                                   for n, caller, further in calls)
 
     @staticmethod
     def registered(kind: str, struct: str) -> Way:

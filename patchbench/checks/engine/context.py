@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 @dataclass
@@ -165,6 +165,14 @@ class TreeContext:
         if self.index is None:
             return [Way(frozenset(), "unknown")]
         return self.index.ways(self.relative(path), name) or [Way(frozenset(), "none")]
+
+    def entered_only_from(self, path: str, name: str, listed: Callable[[str, str], bool]) -> bool | None:
+        """Whether the other files of the tree call the global function `name` of `path` only from
+        functions entered through registrations `listed` accepts (CallIndex.entered_only_from):
+        None when none calls it, and without an index."""
+        if self.index is None:
+            return None
+        return self.index.entered_only_from(self.relative(path), name, listed)
 
     def calling_files(self, path: str, name: str) -> list[str]:
         """The other files of the tree that call `name`, in path order; [] without an index."""
