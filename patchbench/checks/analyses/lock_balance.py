@@ -48,12 +48,6 @@ _SECTIONS = frozenset({"rcu", "rcu_bh", "rcu_sched"})
 _FAILURE = re.compile(r"^(NULL|false|ERR_PTR\(.*\)|-E\w+|-\d+)$")
 
 
-def _may_take(model: FileModel, name: str) -> bool:
-    """What _takes() asks of a call's name alone: a lock spelling, a guard, a header wrapper."""
-    return kfacts.lock_op(name) is not None or name.startswith("guard(") or name in locks.SCOPED_GUARDS \
-        or (name not in model.functions and model.context.wrapper(name) is not None)
-
-
 def _takes(model: FileModel, call) -> bool:
     op = kfacts.lock_op(call.name)
     return (op is not None and op.action in ("acquire", "try", "try_fail")) or \
@@ -64,7 +58,7 @@ def _takes(model: FileModel, call) -> bool:
 def findings(model: FileModel, rule: ModuleType) -> list[Finding]:
     """The findings of `rule` (lock-imbalance) on the functions of model that take a lock."""
     called = {call.name for function in model.functions.values() for call in function.calls}
-    taking = {name for name in called if _may_take(model, name)}   # each name asked once, not per call
+    taking = {name for name in called if locks.may_take(model, name)}   # each name asked once, not per call
     names = {name for name, function in model.functions.items()
              if any(_takes(model, c) for c in function.calls if c.name in taking)}
     if not names:

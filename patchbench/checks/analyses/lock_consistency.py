@@ -56,7 +56,7 @@ import tree_sitter
 from patchbench.checks.analyses import calling, locks
 from patchbench.checks.engine import parse as cparse
 from patchbench.checks.engine import summaries
-from patchbench.checks.engine.model import SCOPED_GUARDS, FileModel, Function
+from patchbench.checks.engine.model import FileModel, Function
 from patchbench.checks.kernel import facts as kfacts
 
 MIN_OTHERS = 5       # other accesses holding the lock, at least
@@ -400,22 +400,9 @@ class _MayHold:
         """The functions that take a lock themselves or through in-file callees."""
         if self.taking is None:
             model = self.model
-            wrapped: dict[str, bool] = {}
-
-            def local(function: Function) -> bool:
-                for call in function.calls:
-                    name = call.name
-                    if kfacts.lock_op(name) is not None or kfacts.statement_op(name) is not None \
-                            or name.startswith("guard(") or name in SCOPED_GUARDS:
-                        return True
-                    if name not in model.functions:
-                        if name not in wrapped:
-                            wrapped[name] = model.context.wrapper(name) is not None
-                        if wrapped[name]:
-                            return True
-                return False
-
-            self.taking = model.with_callers(name for name, function in model.functions.items() if local(function))
+            self.taking = model.with_callers(
+                name for name, function in model.functions.items()
+                if any(locks.may_take(model, call.name, statements=True) for call in function.calls))
         return self.taking
 
     def __call__(self, name: str) -> bool:

@@ -53,6 +53,14 @@ def lock_key(model: FileModel, function: Function | None, call: CallSite, op: Lo
 
 
 
+def may_take(model: FileModel, name: str, statements: bool = False) -> bool:
+    """A call of `name` may take a lock, by its name alone: a lock operation, a guard, a header
+    wrapper of one, and (with `statements`) a sparse context statement such as __acquire()."""
+    return kfacts.lock_op(name) is not None or name.startswith("guard(") or name in SCOPED_GUARDS \
+        or (statements and kfacts.statement_op(name) is not None) \
+        or (name not in model.functions and model.context.wrapper(name) is not None)
+
+
 def guard_call(call: CallSite) -> tuple[LockOp, list[str], tree_sitter.Node] | None:
     """(op, lock arguments, block it is held for) of a cleanup.h guard: `guard(k)(&l)` holds to
     the end of its enclosing block, `scoped_guard(k, &l) {...}` for its statement."""
