@@ -130,7 +130,7 @@ def candidate_members(source: bytes) -> frozenset[bytes]:
         opened = _OPEN.match(source, end)
         if opened is None:
             continue
-        close = cparse._matching_paren(source, opened.end() - 1)
+        close = cparse.matching_paren(source, opened.end() - 1)
         heads.update(_MEMBER.findall(source, opened.end(), close if close >= 0 else len(source)))
     if not heads:
         return frozenset()

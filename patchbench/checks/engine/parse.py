@@ -75,10 +75,10 @@ _TYPE_ARGUMENT = re.compile(r"[(,]\s*(struct|union|enum)\s+\w+(?:\s+__\w+)?(\s*\
 _WORDY_TYPE_ARGUMENT = re.compile(r"\(\s*((?:unsigned|signed|long|short)(?:[ \t]+(?:unsigned|signed|int|long|short|char))+)\s*,")
 
 
-_PAREN_STOPS = re.compile(rb"[()\"'\n]")   # what _matching_paren looks at; it skips the rest
+_PAREN_STOPS = re.compile(rb"[()\"'\n]")   # what matching_paren looks at; it skips the rest
 
 
-def _matching_paren(src: bytes, open_at: int) -> int:
+def matching_paren(src: bytes, open_at: int) -> int:
     """Index of the `)` closing the `(` at open_at, or -1 (strings and chars are skipped)."""
     depth = 0
     i = open_at
@@ -147,7 +147,7 @@ def prepare(source: bytes) -> bytes:
                 if word in bare:
                     out[start:end] = b" " * (end - start)
                 continue
-            close = _matching_paren(source, paren)
+            close = matching_paren(source, paren)
             if close < 0:
                 continue
             if word in called:
@@ -203,7 +203,7 @@ def _iterator_heads(source: bytes, text: str) -> list[tuple[int, int]]:
         start, paren = match.start(1), match.end(0) - 1
         if bisect.bisect_left(opening, start) - bisect.bisect_left(closing, start) <= 0:
             continue   # not inside a function body
-        close = _matching_paren(source, paren)
+        close = matching_paren(source, paren)
         if close < 0 or not _is_statement_head(source, start, close):
             continue
         after = _skip_space(source, close + 1)
