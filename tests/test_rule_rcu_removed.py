@@ -184,3 +184,46 @@ def test_an_in_file_callee_reading_without_its_own_section_needs_the_removed_one
     assert [(f.function, f.severity) for f in found] == [("demo_free_rcu", "warning")]
     assert "demo_flush() needs an rcu_read_lock() section (for rcu_dereference() at line" in found[0].message
     assert findings(new, old) == []
+
+
+HOISTED = """
+static void demo_send(struct sk_buff *skb)
+{
+	struct net *net%s;
+
+	rcu_read_lock();
+%s	net->mib.sent++;
+	rcu_read_unlock();
+	kfree_skb(skb);
+}
+
+static void demo_timer(struct work_struct *work)
+{
+	struct sk_buff *skb = demo_take(work);
+
+	demo_send(skb);
+}
+
+void demo_init(struct work_struct *work)
+{
+	INIT_WORK(work, demo_timer);
+}
+"""
+
+
+def test_dev_net_taken_out_of_the_section_that_still_stands():
+    """The section stays, but the patch reads the namespace above it: the netns may be freed by
+    the time the section opens (a device moved to another namespace that is then dismantled)."""
+    old = HOISTED % ("", "\tnet = dev_net_rcu(skb->dev);\n")
+    new = HOISTED % (" = dev_net(skb->dev)", "")
+    found = _moved(old, new)
+    assert [(f.function, f.line - HEADER.count("\n")) for f in found] == [("demo_send", 4)]
+    assert found[0].message.startswith("dev_net() needs an RCU read-side section: this patch moves it out "
+                                       "of the rcu_read_lock() section that covered it")
+    # the fix, a read kept inside (renamed only), and code that always read above the section
+    assert _moved(new, old) == [] and _moved(new, new) == []
+    assert _moved(old, HOISTED % ("", "\tnet = dev_net(skb->dev);\n")) == []
+
+
+def _moved(old: str, new: str) -> list:
+    return [f for f in checkfile.check_model(_model(new, old), {DEREF}) if "this patch moves" in f.message]

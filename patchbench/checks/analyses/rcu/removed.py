@@ -42,14 +42,16 @@ REMOVAL = {name: entry for name, entry in kfacts.table()["rcu"].get("removal", {
 DEPTH = 4
 
 
-_REMOVED = "{call}() needs {what}{inner}: this patch removes the {opener}() section that covered it"
-# rcu-deref-unprotected's messages for what a removed section covered
-MESSAGES = {
-    "removed-section": _REMOVED,
-    "removed-section-splat": _REMOVED + "; what is held here instead (another RCU flavour, or the "
-                                        "update-side lock) keeps the object alive but is a lockdep splat",
-    "removed-section-unknown-entry": _REMOVED + "; what {function}() holds on entry is not established",
-}
+# rcu-deref-unprotected's messages for what a removed section covered, and for a read taken out of one
+_GONE = {"removed-section": "{call}() needs {what}{inner}: this patch removes the {opener}() section that "
+                            "covered it",
+         "moved-out-of-section": "{call}() needs {what}{inner}: this patch moves it out of the {opener}() "
+                                 "section that covered it"}
+MESSAGES = {kind + suffix: said + more for kind, said in _GONE.items() for suffix, more in (
+    ("", ""),
+    ("-splat", "; what is held here instead (another RCU flavour, or the update-side lock) keeps the object "
+               "alive but is a lockdep splat"),
+    ("-unknown-entry", "; what {function}() holds on entry is not established"))}
 
 
 # -- what a call needs, judged as lockdep does -------------------------------------------------
@@ -230,7 +232,8 @@ def findings(analysis, reported: set[int]) -> list[tuple[CallSite, str, str | No
                 continue
             want, inner = said
             where = f" (for {inner.name}() at line {inner.line})" if inner is not None else ""
-            kind = "removed-section" + {"splat": "-splat", "unknown": "-unknown-entry"}.get(worst, "")
+            kind = ("moved-out-of-section" if gone.moved else "removed-section") + \
+                {"splat": "-splat", "unknown": "-unknown-entry"}.get(worst, "")
             out.append((call, name, None if worst == "missing" else "warning", kind,
                         {"call": call.name, "what": want.what, "inner": where, "opener": gone.opener,
                          "function": name}))

@@ -2,11 +2,18 @@
 in the patch's parent (`FileModel.previous`) than they have now, and the lines of the new text the
 removed sections covered (the parent's lines from its first open to its last close, mapped by a
 line diff of the function). What those lines need is judged in rcu_removed.
+
+A patch that keeps the section but takes a read out of it does the same to that read: where the
+parent read a `[rcu.removal]` call (or its checked form, `dev_net_rcu()` for `dev_net()`) inside
+its sections more often than the patch does, the reads of it the patch wrote outside them are
+what the section no longer covers (`struct net *net = dev_net(dev);` hoisted to the declarations,
+above the rcu_read_lock() that used to cover `net = dev_net_rcu(dev)`).
 """
 
 from __future__ import annotations
 
 import difflib
+from collections import Counter
 from dataclasses import dataclass
 
 from patchbench.checks.engine.model import CallSite, FileModel, Function
@@ -19,6 +26,13 @@ class Removed:
     families: frozenset     # explicit reader families the patch took away
     lines: frozenset        # lines of the new text the removed sections covered
     opener: str             # a removed opening call, for messages ("rcu_read_lock")
+    moved: bool = False     # the sections stay: the reads on `lines` were taken out of them
+
+
+# [rcu.removal] calls by their own name and by their checked forms' (dev_net_rcu -> dev_net)
+_UNCHECKED = {name: name for name in kfacts.table()["rcu"].get("removal", {})} | \
+    {checked: name for name, entry in kfacts.table()["rcu"].get("removal", {}).items()
+     for checked in entry.get("checked", ())}
 
 
 def _opens(function: Function) -> dict[str, list[CallSite]]:
@@ -66,6 +80,9 @@ def _removed(model: FileModel) -> dict[str, Removed]:
         before, now = _opens(old), _opens(function)
         lost = sorted(family for family, calls in before.items() if len(calls) > len(now.get(family, [])))
         if not lost:
+            moved = _moved_out(old_lines, old, before, new_lines, function, now)
+            if moved:
+                found[name] = Removed(frozenset(before), frozenset(moved), min(before.items())[1][0].name, True)
             continue
         covered_old = set()
         for family in lost:
@@ -91,3 +108,33 @@ def _map(old_lines: list[bytes], old: Function, new_lines: list[bytes], new: Fun
         elif tag == "replace" and any(old.start_line + i in covered_old for i in range(i1, i2)):
             covered.update(new.start_line + j for j in range(j1, j2))
     return covered
+
+
+def _covered(function: Function, opens: dict[str, list[CallSite]]) -> set[int]:
+    return {line for family, calls in opens.items() for line in _span(function, family, calls)}
+
+
+def _moved_out(old_lines: list[bytes], old: Function, before: dict[str, list[CallSite]],
+               new_lines: list[bytes], new: Function, now: dict[str, list[CallSite]]) -> set[int]:
+    """Lines the patch wrote with an unchecked read (by its plain name) outside the function's
+    sections, where the parent read it inside them more often than the patch does."""
+    if not before:
+        return set()
+    inside_old, inside_new = _covered(old, before), _covered(new, now)
+
+    def inside(function: Function, covered: set[int]) -> Counter:
+        return Counter(_UNCHECKED[c.name] for c in function.calls if c.name in _UNCHECKED and c.line in covered)
+
+    fewer = {name for name, count in inside(old, inside_old).items() if count > inside(new, inside_new)[name]}
+    written = _written(old_lines, old, new_lines, new)
+    return {c.line for c in new.calls if _UNCHECKED.get(c.name) in fewer and c.line not in inside_new
+            and c.line in written}
+
+
+def _written(old_lines: list[bytes], old: Function, new_lines: list[bytes], new: Function) -> set[int]:
+    """Lines of `new` the patch wrote (no same line in `old` at that place of the line diff)."""
+    a = [line.strip() for line in old_lines[old.start_line - 1:old.end_line]]
+    b = [line.strip() for line in new_lines[new.start_line - 1:new.end_line]]
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return {new.start_line + j for tag, _, _, j1, j2 in matcher.get_opcodes() if tag != "equal"
+            for j in range(j1, j2)}
