@@ -223,6 +223,9 @@ def test_dev_net_taken_out_of_the_section_that_still_stands():
     # the fix, a read kept inside (renamed only), and code that always read above the section
     assert _moved(new, old) == [] and _moved(new, new) == []
     assert _moved(old, HOISTED % ("", "\tnet = dev_net(skb->dev);\n")) == []
+    # the route's namespace, by the accessor pair of include/net/dst.h
+    routed = _moved(HOISTED % ("", "\tnet = skb_dst_dev_net_rcu(skb);\n"), HOISTED % (" = skb_dst_dev_net(skb)", ""))
+    assert [f.message.split(":")[0] for f in routed] == ["skb_dst_dev_net() needs an RCU read-side section"]
 
 
 def _moved(old: str, new: str) -> list:
