@@ -10,6 +10,10 @@ patch 1 did get. Run from the project root: `nice python bench/realbugs.py [--ke
 `--validation` runs the frozen validation set of fixtures/realbugs/validation/*.toml instead: real
 fixes never used to tune the checker (report its recall; fix a miss only by a general change).
 
+`--lint` also lints each case's file whole, with its bug and without (no diff: `patchbench lint`'s
+judgement of the buggy code as it would sit in the tree) and prints that recall apart, with the
+cases whose fixed file is reported too.
+
 `--mutations` runs the held-out set of fixtures/realbugs/mutations.toml instead: bugs of our own
 planted in real 6.1 drivers (found / planted, per family), then whole-file lint of its pristine
 files (every finding printed: each one is a false alarm or a bug in the Debian tree).
@@ -59,6 +63,8 @@ def main() -> int:
                         help="the held-out mutations of real drivers and their pristine files")
     parser.add_argument("--validation", action="store_true",
                         help="the frozen validation set of fixtures/realbugs/validation (never tuned on)")
+    parser.add_argument("--lint", action="store_true",
+                        help="also whole-file lint of each case's buggy file and fixed file (no diff)")
     parser.add_argument("cases", nargs="*", help="case ids (default: all)")
     args = parser.parse_args()
     chosen = (realbugs.load_validation() if args.validation else
@@ -78,6 +84,8 @@ def main() -> int:
             mark = ("n/a" if outcome.not_applicable else
                     "caught" if outcome.caught and outcome.clean_fix else "MISSED")
             print(f"  {mark:6}  {case.kernel}  {case.family:8}  {case.id}", flush=True)
+        linted = {o.case.id: realbugs.lint_of_case(*bench.clone(o.case.kernel), o.case)
+                  for o in outcomes if args.lint and not o.not_applicable}
         seconds = time.monotonic() - started
         if args.mutations:
             return _mutations(outcomes, seconds, Path(tmp) / "lint-cache")
@@ -100,6 +108,8 @@ def main() -> int:
         own = [o for o in outcomes if o.case.origin == origin]
         if own:
             print(f"  {origin} examples: {_rate(own)}")
+    if linted:
+        _lint_recall(upstream, linted)
     on_fix = [o for o in outcomes if o.on_fix]
     print(f"\nfindings on the fixes: {sum(len(o.on_fix) for o in on_fix)} in {len(on_fix)} case(s)")
     for o in on_fix:
@@ -115,6 +125,24 @@ def main() -> int:
     for o in misses:
         print(f"  {o.case.kernel} {o.case.id} [{o.case.rule}]: {_why(o)}")
     return 0
+
+
+def _lint_recall(upstream: list[realbugs.Outcome], linted: dict[str, tuple[bool, bool]]) -> None:
+    """Recall of whole-file lint of the buggy code per family, and the fixed files it reports."""
+    print("\nwhole-file lint of the buggy file (no diff), upstream fixes: reported / applicable")
+    by = collections.defaultdict(list)
+    for o in upstream:
+        if o.case.id in linted:
+            by[o.case.family].append(o.case.id)
+            by["all"].append(o.case.id)
+    for family in (*realbugs.ORDER, "all"):
+        ids = by[family]
+        if ids:
+            caught = sum(linted[i][0] for i in ids)
+            print(f"  {family:9} {caught}/{len(ids)} = {caught / len(ids):.0%}")
+    still = sorted(i for ids in [by["all"]] for i in ids if linted[i][1])
+    print(f"  the fixed file reported as well (the rule cannot tell bug from fix): {len(still)}"
+          + (f" ({', '.join(still)})" if still else ""))
 
 
 def _mutations(outcomes: list[realbugs.Outcome], seconds: float, cache: Path) -> int:

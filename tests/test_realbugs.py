@@ -115,3 +115,13 @@ def test_validation_cases_redo_exactly_the_upstream_fix(bench):
         assert realbugs.fix_digest_of(realbugs.apply_edits(fixed, case), fixed) == case.fix_digest, case.id
         applying.append(case.id)
     assert len(applying) >= APPLICABLE_FLOOR * len(VALIDATION), f"only {len(applying)} validation cases apply"
+
+
+@pytest.mark.kernel
+def test_whole_file_lint_of_the_buggy_code_tells_it_from_the_fix(bench):
+    """bench/realbugs.py --lint: the buggy file linted whole (no diff) is reported under the case's
+    rule in its function, and the fixed file is not (an error path returning with the mutex held)."""
+    case = next(c for c in CASES if c.id == "ocelot-tas-set-unlock")
+    if bench.not_applicable(case):
+        pytest.skip(f"not applicable: {bench.not_applicable(case)}")
+    assert realbugs.lint_of_case(*bench.clone(case.kernel), case) == (True, False)

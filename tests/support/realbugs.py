@@ -321,6 +321,32 @@ def judge(case: Case, report: dict) -> Outcome:
     return Outcome(case, caught, patch1, on_fix)
 
 
+def lint_of_case(repo: Path, base: str, case: Case, jobs: int = 1) -> tuple[bool, bool]:
+    """(reported on the buggy file, reported on the fixed file): whole-file lint of the case's
+    file with its bug, and as the tree has it, with no parent text (no diff to judge), as
+    `patchbench lint` judges a file of the tree at `base` with its call index. Reported: a
+    finding of the case's rule in its function. The rules: lint's default ones and the case's
+    rule (one run only when named is named)."""
+    from patchbench.checks import callindex
+    from patchbench.checks.engine import registry
+    from patchbench.checks.engine.context import TreeContext
+    from patchbench.checks.run import checkfile
+    from patchbench.tree.git import open_repository
+
+    if case.setup:
+        base = _setup_commit(repo, base, case.setup)
+    fixed = git(repo, "show", f"{base}:{case.file}") + "\n"
+    context = TreeContext(callindex.from_git(open_repository(repo), base, jobs))
+    rules = set(registry.default_rule_ids(lint=True)) | {case.rule}
+    where = case.report_function or case.function
+
+    def reported(text: str) -> bool:
+        return any(f.rule == case.rule and f.function == where
+                   for f in checkfile.check_source(case.file, text.encode(), rules, context=context))
+
+    return reported(apply_edits(fixed, case)), reported(fixed)
+
+
 def run_case(repo: Path, base: str, case: Case, workdir: Path, cache: Path) -> Outcome:
     series = make_case_series(repo, base, case, workdir / case.id)
     return judge(case, run_check(series, repo, cache))
