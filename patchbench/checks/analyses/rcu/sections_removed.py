@@ -97,11 +97,8 @@ def _removed(model: FileModel) -> dict[str, Removed]:
 def _map(old_lines: list[bytes], old: Function, new_lines: list[bytes], new: Function,
          covered_old: set[int]) -> set[int]:
     """Lines of `new` whose counterpart in `old` (same text, or a replaced block) was covered."""
-    a = [line.strip() for line in old_lines[old.start_line - 1:old.end_line]]
-    b = [line.strip() for line in new_lines[new.start_line - 1:new.end_line]]
     covered = set()
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, j2 in _line_diff(old_lines, old, new_lines, new):
         if tag == "equal":
             covered.update(new.start_line + j1 + k for k in range(j2 - j1)
                            if old.start_line + i1 + k in covered_old)
@@ -133,8 +130,12 @@ def _moved_out(old_lines: list[bytes], old: Function, before: dict[str, list[Cal
 
 def _written(old_lines: list[bytes], old: Function, new_lines: list[bytes], new: Function) -> set[int]:
     """Lines of `new` the patch wrote (no same line in `old` at that place of the line diff)."""
+    return {new.start_line + j for tag, _, _, j1, j2 in _line_diff(old_lines, old, new_lines, new)
+            if tag != "equal" for j in range(j1, j2)}
+
+
+def _line_diff(old_lines: list[bytes], old: Function, new_lines: list[bytes], new: Function) -> list[tuple]:
+    """The opcodes of a line diff of the function's text in the parent and now (indentation ignored)."""
     a = [line.strip() for line in old_lines[old.start_line - 1:old.end_line]]
     b = [line.strip() for line in new_lines[new.start_line - 1:new.end_line]]
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    return {new.start_line + j for tag, _, _, j1, j2 in matcher.get_opcodes() if tag != "equal"
-            for j in range(j1, j2)}
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
