@@ -41,7 +41,7 @@ from patchbench.checks.engine.model import CallSite, FileModel, Function
 from patchbench.checks.engine import summaries
 from patchbench.checks.analyses.queue.ordering import BARRIER, QueueFacts, barrier_functions, shares_lock
 from patchbench.checks.analyses.queue.sides import FREES_TX, STOPPED_TESTS, Sides
-from patchbench.checks.analyses.queue.sites import SELF_CHECKING_STOPS, STOP_UNMATCHED, UNKNOWN, QueueSite, QueueSites, Verdict, collect
+from patchbench.checks.analyses.queue.sites import SELF_CHECKING_STOPS, STOP_UNMATCHED, UNKNOWN, QueueSite, QueueSites, Verdict, collect, same_queue
 
 _IN_FLIGHT_UPDATES = kfacts.names("queue", "in_flight_updates")
 _CONDITIONALS = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_elifdef", "preproc_else")
@@ -70,7 +70,9 @@ def patch_verdicts(model: FileModel, found: QueueSites, sides: Sides, stops: lis
         started = [s for s in found.sites if s.function is function and s.action == "start"]
         if sum(woke.values()) > sum(wakes.values()) and len(started) > sum(_actions(was, old, "start").values()):
             lost = min(spelling for spelling in woke if woke[spelling] > wakes[spelling])
-            verdicts.append(_turned_start(started[-1], lost, stops[0]))
+            stopper = next((stop for stop in stops if same_queue(stop, started[-1], found)), None)
+            if stopper is not None:
+                verdicts.append(_turned_start(started[-1], lost, stopper))
         elif "consumer" in sides.sides[name]:
             verdicts.extend(_unwoken_release(model, parent, function, old, was, found))
     return verdicts
