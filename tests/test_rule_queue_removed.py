@@ -268,3 +268,74 @@ def test_barrier_and_recheck_removed_after_stop():
 def test_guard_removed_under_the_completions_lock_is_safe():
     # the completion wakes under the lock the stop is made under: the two cannot interleave
     assert guard(STOP_BARRIER_RECHECK, STOP_ONLY, locked=True) == []
+
+
+def test_wake_turned_start_in_open_strands_nothing():
+    # open runs before the stack activates the qdisc: a start there is the idiom
+    opened = RING.replace("static const struct net_device_ops demo_ring_ops = { .ndo_start_xmit = demo_xmit };",
+                          "static const struct net_device_ops demo_ring_ops = { .ndo_start_xmit = demo_xmit, "
+                          ".ndo_open = demo_open };")
+    opened = opened.replace("static void demo_link_up(struct net_device *dev)", "static int demo_open(struct net_device *dev)")
+    wake, start = "\tnetif_wake_queue(dev);\n\treturn 0;", "\tnetif_start_queue(dev);\n\treturn 0;"
+    assert findings(opened % (ROOM_WAKE, wake), opened % (ROOM_WAKE, start)) == []
+
+
+# a helper the transmit path and a NAPI poll (XDP_TX) share: stop, full barrier, re-check
+SHARED_STOP = """
+struct demo_ring { struct net_device *dev; struct napi_struct napi; u16 index;
+		   unsigned int head, tail; struct sk_buff *skbs[64]; };
+
+static unsigned int demo_room(struct demo_ring *ring)
+{
+	return 64 - (READ_ONCE(ring->head) - READ_ONCE(ring->tail));
+}
+
+static void demo_stop_if_full(struct demo_ring *ring, struct netdev_queue *txq)
+{
+	if (demo_room(ring) < 2) {
+		netif_tx_stop_queue(txq);
+		smp_mb();
+		if (demo_room(ring) >= 2)
+			%s(txq);
+	}
+}
+
+static int demo_poll(struct napi_struct *napi, int budget)
+{
+	struct demo_ring *ring = container_of(napi, struct demo_ring, napi);
+	struct netdev_queue *txq = netdev_get_tx_queue(ring->dev, ring->index);
+
+	while (ring->tail != ring->head)
+		napi_consume_skb(ring->skbs[ring->tail++ & 63], budget);
+	smp_mb();
+	if (netif_tx_queue_stopped(txq) && demo_room(ring) > 8)
+		netif_tx_wake_queue(txq);
+	demo_stop_if_full(ring, txq);
+	napi_complete(napi);
+	return 0;
+}
+
+static netdev_tx_t demo_xmit(struct sk_buff *skb, struct net_device *dev)
+{
+	struct demo_ring *ring = netdev_priv(dev);
+	struct netdev_queue *txq = netdev_get_tx_queue(dev, ring->index);
+
+	ring->skbs[ring->head++ & 63] = skb;
+	demo_stop_if_full(ring, txq);
+	return NETDEV_TX_OK;
+}
+
+static const struct net_device_ops demo_shared_ops = { .ndo_start_xmit = demo_xmit };
+
+static void demo_shared_setup(struct net_device *dev, struct demo_ring *ring)
+{
+	netif_napi_add(dev, &ring->napi, demo_poll);
+}
+"""
+
+
+def test_start_in_the_stopping_paths_own_recheck():
+    # the kernel's netif_txq_try_stop() starts there too: the stopping path, not a stalled queue
+    model = FileModel.build("drivers/net/ethernet/demo.c", (SHARED_STOP % "netif_tx_start_queue").encode())
+    model.previous = (SHARED_STOP % "netif_tx_wake_queue").encode()
+    assert [f.function for f in checkfile.check_model(model, {STOP}) if "replaces the" in f.message] == []

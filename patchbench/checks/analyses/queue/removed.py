@@ -18,9 +18,12 @@ never having had the wake, is left to the other queue checks, which would be noi
   unwoken is not judged: the patch did not create that path.
 - **a wake turned into a start.** A function not only on the transmit path (whose own re-check
   may start: its qdisc is running) where the patch writes a start of a queue in place of a wake
-  of it (fewer wakes, more starts than the parent), in a file whose transmit path stops a queue: `netif_start_queue()` clears the stopped bit without
-  `__netif_schedule()`, so packets the qdisc queued while the transmit path had the queue stopped
-  stay there until something else transmits.
+  of it (fewer wakes, more starts than the parent), in a file whose transmit path stops the same
+  queue: `netif_start_queue()` clears the stopped bit without `__netif_schedule()`, so packets
+  the qdisc queued while the queue was stopped stay there until something else transmits. Not
+  in a function only `.ndo_open` reaches (open runs before the stack activates the qdisc:
+  nothing is queued to strand), nor a start re-checking the function's own stop after a full
+  barrier (the stopping path, as the kernel's netif_txq_try_stop() starts).
 - **a stop left without its barrier and re-check.** A transmit-path stop in a function the patch
   changed, where the parent made a self-checking stop (`netif_txq_maybe_stop()`) or followed a
   stop with a full barrier and then a start or wake (the re-check of ring space), and the patch's
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from patchbench.checks.analyses import calling
 from patchbench.checks.engine import flow
 from patchbench.checks.kernel import facts as kfacts
 from patchbench.checks.engine.model import CallSite, FileModel, Function
@@ -70,9 +74,12 @@ def patch_verdicts(model: FileModel, found: QueueSites, sides: Sides, stops: lis
         started = [s for s in found.sites if s.function is function and s.action == "start"]
         if sum(woke.values()) > sum(wakes.values()) and len(started) > sum(_actions(was, old, "start").values()):
             lost = min(spelling for spelling in woke if woke[spelling] > wakes[spelling])
-            stopper = next((stop for stop in stops if same_queue(stop, started[-1], found)), None)
-            if stopper is not None:
-                verdicts.append(_turned_start(started[-1], lost, stopper))
+            start = started[-1]
+            stopper = next((stop for stop in stops if same_queue(stop, start, found)), None)
+            # .ndo_open runs before the stack activates the qdisc: nothing is queued to strand
+            if stopper is not None and not _rechecks(model, found, start) \
+                    and not calling.only_reached_from(model, name, {"ndo_open"}):
+                verdicts.append(_turned_start(start, lost, stopper))
         elif "consumer" in sides.sides[name]:
             verdicts.extend(_unwoken_release(model, parent, function, old, was, found))
     return verdicts
@@ -110,6 +117,14 @@ def _guarded(found: QueueSites, function: Function, barriers: set[str]) -> bool:
     fences = [c.start for c in function.calls if BARRIER.match(c.name) or c.name in barriers]
     return any(stop.call.end <= fence < restart.call.start for stop in sites if stop.action == "stop"
                for restart in sites if restart.action in ("start", "wake") for fence in fences)
+
+
+def _rechecks(model: FileModel, found: QueueSites, start: QueueSite) -> bool:
+    """The start re-checks a stop of the same queue its function made before a full barrier (as
+    netif_txq_try_stop() does): the stopping path itself, not a restart of a stalled queue."""
+    fences = [c.start for c in start.function.calls if BARRIER.match(c.name) or c.name in barrier_functions(model)]
+    return any(stop.function is start.function and stop.action == "stop" and same_queue(stop, start, found)
+               and any(stop.call.end <= fence < start.call.start for fence in fences) for stop in found.sites)
 
 
 def _actions(found: QueueSites, function: Function, action: str) -> Counter:
