@@ -339,3 +339,10 @@ def test_start_in_the_stopping_paths_own_recheck():
     model = FileModel.build("drivers/net/ethernet/demo.c", (SHARED_STOP % "netif_tx_start_queue").encode())
     model.previous = (SHARED_STOP % "netif_tx_wake_queue").encode()
     assert [f.function for f in checkfile.check_model(model, {STOP}) if "replaces the" in f.message] == []
+
+
+def test_start_after_a_wake_that_stays():
+    # resume: netif_device_attach() wakes every queue and reschedules the qdisc; a start after it adds nothing
+    attached = "\tnetif_device_attach(dev);\n"
+    wake, start = attached + "\tnetif_wake_queue(dev);", attached + "\tnetif_start_queue(dev);"
+    assert findings(RING % (ROOM_WAKE, wake), RING % (ROOM_WAKE, start)) == []

@@ -23,7 +23,8 @@ never having had the wake, is left to the other queue checks, which would be noi
   the qdisc queued while the queue was stopped stay there until something else transmits. Not
   in a function only `.ndo_open` reaches (open runs before the stack activates the qdisc:
   nothing is queued to strand), nor a start re-checking the function's own stop after a full
-  barrier (the stopping path, as the kernel's netif_txq_try_stop() starts).
+  barrier (the stopping path, as the kernel's netif_txq_try_stop() starts), nor a start after a
+  wake of the same queue the function still makes (`netif_device_attach()` on resume).
 - **a stop left without its barrier and re-check.** A transmit-path stop in a function the patch
   changed, where the parent made a self-checking stop (`netif_txq_maybe_stop()`) or followed a
   stop with a full barrier and then a start or wake (the re-check of ring space), and the patch's
@@ -77,7 +78,10 @@ def patch_verdicts(model: FileModel, found: QueueSites, sides: Sides, stops: lis
             start = started[-1]
             stopper = next((stop for stop in stops if same_queue(stop, start, found)), None)
             # .ndo_open runs before the stack activates the qdisc: nothing is queued to strand
-            if stopper is not None and not _rechecks(model, found, start) \
+            # a wake of the queue left before the start (netif_device_attach() on resume) rescheduled it
+            woken_first = any(s.function is function and s.action == "wake" and s.call.end <= start.call.start
+                              and same_queue(s, start, found) for s in found.sites)
+            if stopper is not None and not woken_first and not _rechecks(model, found, start) \
                     and not calling.only_reached_from(model, name, {"ndo_open"}):
                 verdicts.append(_turned_start(start, lost, stopper))
         elif "consumer" in sides.sides[name]:
