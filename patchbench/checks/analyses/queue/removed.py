@@ -46,7 +46,8 @@ from patchbench.checks.engine.model import CallSite, FileModel, Function
 from patchbench.checks.engine import summaries
 from patchbench.checks.analyses.queue.ordering import BARRIER, QueueFacts, barrier_functions, shares_lock
 from patchbench.checks.analyses.queue.sides import FREES_TX, STOPPED_TESTS, Sides
-from patchbench.checks.analyses.queue.sites import SELF_CHECKING_STOPS, STOP_UNMATCHED, UNKNOWN, QueueSite, QueueSites, Verdict, collect, same_queue
+from patchbench.checks.analyses.queue.sites import (SELF_CHECKING_STOPS, STOP_UNMATCHED, UNKNOWN, QueueSite,
+                                                     QueueSites, Verdict, collect, same_queue)
 
 _IN_FLIGHT_UPDATES = kfacts.names("queue", "in_flight_updates")
 _CONDITIONALS = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_elifdef", "preproc_else")
