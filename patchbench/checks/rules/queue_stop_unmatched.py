@@ -33,6 +33,15 @@ MESSAGES = {
     "wake-test-no-barrier": "{test}() is tested before {wake}() with no full barrier after the ring index "
                             "is published, while {stopper}() fences its re-check: a concurrent stop can "
                             "be missed and the queue stays stopped",
+    "guard-removed": "{stop}() is no longer followed by a full barrier and a re-check of ring space, as it "
+                     "was before this patch: a completion that frees the ring between the space test and "
+                     "the stop sees a running queue, does not wake it, and the queue stays stopped",
+    "wake-turned-start": "{start}() replaces the {wake}() the code had here: a start does not reschedule the "
+                         "qdisc, so packets queued while {stopper}() had {queue} stopped stay stuck until "
+                         "the next transmit",
+    "release-unwoken": "this patch leaves {function}() on a path that releases tx space ({release}()) "
+                       "without waking the queue, as every such path did before: the queue stays stopped "
+                       "when the transmit path stopped it for that space",
     "closed-never-reopened": "{stop}() stops {queue} when the device is closed, and nothing {opener}() "
                              "(.ndo_open) reaches starts or wakes it again: after the device is brought "
                              "down and up, transmit stays stopped",

@@ -13,6 +13,9 @@ Shared by the rules queue-stop-unmatched and queue-wake-wrong-queue (RULES.md se
    consumer side is reported where it is (it clears the stop without rescheduling the qdisc). A
    consumer-side wake naming a queue that nothing stops is reported as the wrong queue.
 3. A matched stop must guard against the lost wake-up (queue_ordering, warnings).
+4. In `check`, what the patch did to the wakes and to the stop's guard (queue_removed): a
+   completion path left releasing tx space without its wake, a wake turned into a start, a stop
+   left without its barrier and re-check.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from patchbench.checks.callindex import local_includes
 from patchbench.checks.engine.context import TreeContext
 from patchbench.checks.engine.finding import Finding, Place
 from patchbench.checks.engine.model import FileModel, Function
+from patchbench.checks.analyses.queue import removed
 from patchbench.checks.analyses.queue.sides import BRING_UP, QUIESCE, Sides, leaves
 from patchbench.checks.analyses.queue.ordering import QueueFacts, barrier_functions, lost_wakeup, publishers, unordered
 from patchbench.checks.analyses.queue.sites import SPELLINGS, STOP_UNMATCHED, WRONG_QUEUE, QueueSite, QueueSites, Verdict, collect, same_queue, tree_wrappers
@@ -88,14 +92,15 @@ def _analyse(model: FileModel) -> list[Verdict]:
     stops = [s for s in found.sites if s.action == "stop" and s.scope in ("one", "all")
              and ("xmit" in sides.sides[s.function.name] or _produces(s.function))
              and not sides.quiesces_here(s.function)]
-    closed = _closed_for_good(model, found, sides)
+    # what a patch did to the wakes (check mode), and stops at close that open never undoes
+    judged = removed.patch_verdicts(model, found, sides, stops) + _closed_for_good(model, found, sides)
     if not stops:
-        return closed
+        return judged
     consumer = [s for s in found.sites if "consumer" in sides.sides[s.function.name]
                 and not _reprieve(s, stops, found) and not sides.resets_before(s.function, s.call.start)]
     wakes = [s for s in consumer if s.action == "wake"]
     if not wakes and not sides.has_consumer_root():
-        return closed  # the completion side lives in another file of the driver
+        return judged  # the completion side lives in another file of the driver
     names = {s.function.name for s in stops} | {w.function.name for w in wakes}
     facts = QueueFacts(model, found, stops, publishers(model))
     results = summaries.solve(model, names, lambda _: facts)
@@ -115,7 +120,8 @@ def _analyse(model: FileModel) -> list[Verdict]:
     for stop in stops:
         same = [w for w in wakes if same_queue(stop, w, found)]
         if same:
-            lost = lost_wakeup(stop, same, results, facts, sides)
+            lost = lost_wakeup(stop, same, results, facts, sides) or \
+                removed.guard_removed(model, stop, same, results, facts, sides)
             verdicts.extend([lost] if lost else unordered(model, stop, same, results, barriers, facts))
             continue
         if any(same_queue(stop, start, found) for start in starts):
@@ -137,7 +143,10 @@ def _analyse(model: FileModel) -> list[Verdict]:
                 and sides.restarts_queue(wake.function, wake.call.start) \
                 and not any(same_queue(s, wake, found) for s in stopped_ones):
             verdicts.append(_wrong_queue_verdict(wake, stops[0]))
-    unique = {(v.rule, v.site.function.name, v.kind, tuple(sorted(v.args.items()))): v for v in verdicts + closed}
+    # a start the patch wrote for a wake, and that a completion reaches, is said once
+    reported = {v.site.call for v in verdicts if v.kind == "start-not-wake"}
+    judged = [v for v in judged if v.kind != "wake-turned-start" or v.site.call not in reported]
+    unique = {(v.rule, v.site.function.name, v.kind, tuple(sorted(v.args.items()))): v for v in verdicts + judged}
     return list(unique.values())
 
 

@@ -30,7 +30,7 @@ from patchbench.checks.analyses.queue.sites import SELF_CHECKING_STOPS, STOP_UNM
 # Calls that hand transmitted work to the side that completes it; barriers (kernel facts table).
 PUBLISH = re.compile(kfacts.table()["queue"]["publish"])
 _KICK = re.compile(kfacts.table()["queue"]["kick"])
-_BARRIER = re.compile(kfacts.table()["queue"]["full_barrier"])
+BARRIER = re.compile(kfacts.table()["queue"]["full_barrier"])
 _PARTIAL_BARRIERS = kfacts.names("queue", "partial_barrier")
 _STORES = kfacts.names("queue", "stores")
 _IN_FLIGHT_READ = re.compile(r"\b(?:" + "|".join(sorted(kfacts.names("queue", "in_flight_reads"))) +
@@ -135,13 +135,20 @@ def lost_wakeup(stop: QueueSite, wakes: list[QueueSite], results: dict[str, summ
     published = sorted({fact[1] for state in states for fact in state if fact[0] == "published"})
     if not published or facts.rechecks(stop, result) or facts.handed_after(stop, result):
         return None
-    held = {fact[1] for fact in result.held_at(stop.call) if fact[0] == "lock"} | {TX_LOCK}
-    if any(held & _locks_at(results, w) for w in wakes) or held & _consumer_locks(facts, sides):
+    if shares_lock(stop, wakes, results, facts, sides):
         return None
     if _counted(facts.model, stop, wakes) or any(_periodic(facts.model, wake.function) for wake in wakes):
         return None
     return Verdict(STOP_UNMATCHED, stop, "lost-wakeup", {"stop": stop.written, "publisher": published[0]},
                    "warning")
+
+
+def shares_lock(stop: QueueSite, wakes: list[QueueSite], results: dict[str, summaries.Summary],
+                facts: QueueFacts, sides: Sides) -> bool:
+    """The stop is made under a lock (the transmit lock included) that a wake of its queue, or the
+    completion side's ring update, also holds: the two cannot interleave."""
+    held = {fact[1] for fact in results[stop.function.name].result.held_at(stop.call) if fact[0] == "lock"} | {TX_LOCK}
+    return any(held & _locks_at(results, w) for w in wakes) or bool(held & _consumer_locks(facts, sides))
 
 
 def _counted(model: FileModel, stop: QueueSite, wakes: list[QueueSite]) -> bool:
@@ -211,7 +218,7 @@ def unordered(model: FileModel, stop: QueueSite, wakes: list[QueueSite],
 
 
 def _barrier_before(function: Function, offset: int, barriers: set[str]) -> bool:
-    return any(c.start < offset and (_BARRIER.match(c.name) or c.name in barriers) for c in function.calls)
+    return any(c.start < offset and (BARRIER.match(c.name) or c.name in barriers) for c in function.calls)
 
 
 def _fenced_before(function: Function, offset: int, barriers: set[str]) -> bool | None:
@@ -221,7 +228,7 @@ def _fenced_before(function: Function, offset: int, barriers: set[str]) -> bool 
     a ring index published after the barrier, may pass the test at offset), None when the
     function has no barrier before offset."""
     fences = [c for c in function.calls
-              if c.end <= offset and (_BARRIER.match(c.name) or c.name in barriers)]
+              if c.end <= offset and (BARRIER.match(c.name) or c.name in barriers)]
     if not fences:
         return None
     after = max(c.end for c in fences)
@@ -254,7 +261,7 @@ def _ordered_before(model: FileModel, function: Function, offset: int, barriers:
 
 def barrier_functions(model: FileModel) -> set[str]:
     """In-file functions that (transitively) execute a full barrier."""
-    return _closure(model, lambda f: any(_BARRIER.match(c.name) for c in f.calls))
+    return _closure(model, lambda f: any(BARRIER.match(c.name) for c in f.calls))
 
 
 def _locks_at(results: dict[str, summaries.Summary], wake: QueueSite) -> set[str]:
