@@ -132,7 +132,7 @@ def _check_function(model: FileModel, summary: summaries.Summary, rule: ModuleTy
             because=(f"lock {key}: taken with {implied} disabled, released by an unlock that leaves them so",
                      "the saved flags are not handed to the caller", *calling.explain(model, function.name)),
             function=function.name, disabled="softirqs" if implied == "bh" else "interrupts"))
-    return findings + _double_locks(model, summary, rule)
+    return findings + _double_locks(model, summary, rule) + _callee_deadlocks(model, summary, rule)
 
 
 def _taken_at(model: FileModel, function: Function, key: str):
@@ -209,6 +209,55 @@ def _double_locks(model: FileModel, summary: summaries.Summary, rule: ModuleType
                 because=(f"lock {key}: exclusive, always named {next(iter(spelled[key]))}, held here since "
                          f"{function.name}() took it", *calling.explain(model, function.name)),
                 call=call.name, args=", ".join(call.args), function=function.name))
+    return findings
+
+
+def _callee_deadlocks(model: FileModel, summary: summaries.Summary, rule: ModuleType) -> list[Finding]:
+    """A call, on a path holding an exclusive lock this function took, of a function that takes
+    the same lock for itself (locks.taken_by_callee: every path of it that goes on takes it, not
+    with a trylock nor a _nested class): the callee waits for its caller, a self-deadlock (or
+    lockdep's "possible recursive locking"). A lock named through a variable is the same lock only
+    when the caller names it through that variable alone, never reassigned after taking it
+    (`foo(priv)` taking `p->lock` while the caller holds `priv->lock`)."""
+    function = summary.function
+    transfer = locks.LockTransfer(model)
+    roots: dict[str, set] = {}   # key -> the variables the function takes it through
+    first_taken: dict[str, int] = {}
+    for call in function.calls:
+        found = transfer.op(call)
+        if found is not None and found[0].action in ("acquire", "try", "try_fail"):
+            op, key = found
+            root = locks.root(call.args[op.argument]) if op.key != "global" and op.argument < len(call.args) else None
+            roots.setdefault(key, set()).add(root)
+            first_taken[key] = min(first_taken.get(key, call.start), call.start)
+    if not roots:
+        return []
+    # a lock still held at a return is a leak or a hand-off, reported or accepted as such
+    kept = {fact[1] for _, state in summary.result.returns for fact in state if fact[0] == "held"}
+    findings, reported = [], set()
+    for call in function.calls:
+        if transfer.op(call) is not None or call.name == function.name:
+            continue
+        held = {fact[1] for state in summary.result.states_at(call) for fact in state
+                if fact[0] == "held" and fact[1] in roots and ("caller", fact[1]) not in state}
+        held -= kept | reported
+        if not held:
+            continue
+        for op, key, root, spelling in locks.taken_by_callee(model, function, call):
+            if key not in held or key in reported or not _exclusive(spelling, op):
+                continue
+            if op.key != "global" and (roots[key] != {root} or root is None
+                                       or locks.assigned_after(function, root, first_taken[key])):
+                continue
+            reported.add(key)
+            where = "in this file" if call.name in model.functions else "in another file (call index)"
+            findings.append(registry.finding(
+                rule, model, call.node, function.name, "callee-takes-held",
+                related=Place("lock taken", model.source.count(b"\n", 0, first_taken[key]) + 1),
+                because=(f"lock {key}: exclusive, held here since {function.name}() took it",
+                         f"{call.name}() ({where}) takes it with {spelling}() on every path that goes on",
+                         *calling.explain(model, function.name)),
+                callee=call.name, lock=_spelling(model, function, key), function=function.name))
     return findings
 
 

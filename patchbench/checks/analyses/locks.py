@@ -221,7 +221,7 @@ class LockTransfer(flow.Transfer):
             if op.action == "acquire":
                 return state | {("held", key)}
             return released(state, key) if ("held", key) in state else state
-        variable = _root(call.args[op.argument]) if op.key != "global" else None
+        variable = root(call.args[op.argument]) if op.key != "global" else None
         if ("stale", variable) in state:
             if op.action != "release":   # the variable names a new lock from here on
                 return self.through_variable(self.apply(state - {("stale", variable)}, op, key), op, key, variable)
@@ -369,7 +369,7 @@ class LockTransfer(flow.Transfer):
             for call in function.calls:
                 taken = self.taken_through(call)
                 if taken is not None and call not in self._blocks:
-                    variable = _root(taken[2])
+                    variable = root(taken[2])
                     if variable:
                         named.setdefault(variable, set()).add(taken[1])
             # keys are typed paths: two variables of one type taking their locks name one key,
@@ -434,8 +434,8 @@ class LockTransfer(flow.Transfer):
             taken = self.taken_through(taking)
             if taken is None or taken[1] != key or taking in self._blocks:
                 continue
-            roots.add((_root(taken[2]), taken[2], taken[0]))
-        if len({root for root, _, _ in roots}) != 1:
+            roots.add((root(taken[2]), taken[2], taken[0]))
+        if len({variable for variable, _, _ in roots}) != 1:
             return None
         variable, argument, op = sorted(roots, key=lambda r: (r[1], r[2].kind))[0]
         holding = [(node, state) for node, state in summary.result.returns
@@ -467,7 +467,7 @@ class LockTransfer(flow.Transfer):
             return False
         for call in function.calls:
             taken = self.taken_through(call)
-            if taken is not None and _root(taken[2]) == text and ("held", taken[1]) in state:
+            if taken is not None and root(taken[2]) == text and ("held", taken[1]) in state:
                 return True
         return False
 
@@ -531,7 +531,7 @@ class LockTransfer(flow.Transfer):
                 if found is None or found[0].key == "global" or found[0].action == "release" or \
                         found[0].argument >= len(call.args) or call in self._blocks:
                     continue
-                if _root(call.args[found[0].argument]) == variable:
+                if root(call.args[found[0].argument]) == variable:
                     keys.add(found[1])
                     first = call.start if first is None else min(first, call.start)
                 else:
@@ -771,7 +771,7 @@ def _out_parameter(function: Function, variable: str) -> int | None:
     return None
 
 
-def _root(argument: str) -> str | None:
+def root(argument: str) -> str | None:
     """The variable an argument starts from (`&sk->sk_lock` -> "sk")."""
     match = _ROOT.match(argument)
     return match.group(2) if match else None
@@ -835,6 +835,113 @@ def _mapped(model: FileModel, function: Function | None, call: CallSite, params:
         if key is not None:
             ops.append((op, key))
     return ops
+
+
+# Statements whose parts run on some paths only: a call inside one is not made on every path.
+_CONDITIONAL = frozenset({"if_statement", "for_statement", "while_statement", "do_statement", "switch_statement",
+                          "conditional_expression", "compound_statement"})
+
+
+def unconditional(function: Function, call: CallSite) -> bool:
+    """The call is made by a statement of the function's body itself (or is the value that
+    statement assigns or returns): every path that goes on past it makes it."""
+    node = call.node
+    while node.parent is not None and node.parent != function.body:
+        node = node.parent
+        if node.type in _CONDITIONAL:
+            return False
+    return node.parent == function.body
+
+
+def own_takes(model: FileModel, function: Function, _within: tuple[str, ...] = ()) -> list[tuple[LockOp, str, str]]:
+    """(op, spelling, argument text; "" for a global lock) of each lock the function takes for
+    itself: a blocking acquisition (not a trylock) that comes before anything else it does to
+    that lock, made on every path (unconditional()) and released again (a guard by its scope, not
+    a wrapper handing it to its caller); and, in its own terms, those of the in-file functions it
+    calls on every path. A caller already holding one of them deadlocks at the call."""
+    memo = model.memo("locks.own_takes", dict)
+    if function.name in memo:
+        return memo[function.name]
+    transfer = LockTransfer(model)
+    first: dict[str, tuple[CallSite, LockOp]] = {}
+    released: set[str] = set()
+    for call in sorted(function.calls, key=lambda c: c.start):
+        found = transfer.op(call)
+        if found is None or found[0].action == "assert":
+            continue
+        op, key = found
+        first.setdefault(key, (call, op))
+        if op.action == "release" or call in transfer._blocks:
+            released.add(key)
+    takes = []
+    for key, (call, op) in first.items():
+        if op.action in ("acquire", "try_fail") and key in released and unconditional(function, call):
+            guard = guard_call(call)
+            args = guard[1] if guard is not None else call.args
+            if op.key == "global" or op.argument < len(args):
+                takes.append((op, call.name, "" if op.key == "global" else args[op.argument]))
+    for call in function.calls:
+        callee = model.functions.get(call.name)
+        if callee is None or callee is function or callee.name in _within or not unconditional(function, call):
+            continue
+        for op, spelling, argument in own_takes(model, callee, _within + (function.name,)):
+            text = argument_at_call(callee, call, op, argument)
+            if text is not None:
+                takes.append((op, spelling, text))
+    memo[function.name] = takes
+    return takes
+
+
+def argument_at_call(callee: Function | list[str], call: CallSite, op: LockOp, argument: str) -> str | None:
+    """The lock argument `argument` of the callee (a Function of this file, or the parameter
+    names of one elsewhere) as its caller names it at `call`: "" for a global lock, the argument
+    with the parameter it starts from replaced by the caller's argument (`&p->lock` of foo(p)
+    called as foo(priv): `&priv->lock`), unchanged when it starts from a name that is neither a
+    parameter nor a local of an in-file callee (a file-scope lock). None when the caller cannot
+    name it (a local of the callee, an argument that is no access path)."""
+    if op.key == "global":
+        return ""
+    params = callee.params if isinstance(callee, Function) else callee
+    match = _ROOT.match(argument)
+    if match is None:
+        return None
+    variable = match.group(2)
+    if variable in params:
+        index = params.index(variable)
+        if index >= len(call.args) or not _ACCESS_PATH.match(call.args[index]):
+            return None
+        # "&chan->lock" with chan = "&priv->chan" -> "&priv->chan->lock" (keys read -> as .)
+        return match.group(1).replace("(", "") + call.args[index].lstrip("&") + argument[match.end():]
+    if isinstance(callee, Function) and variable not in callee.types and variable not in callee.aliases:
+        return argument
+    return None
+
+
+def taken_by_callee(model: FileModel, function: Function, call: CallSite) -> list[tuple[LockOp, str, str | None, str]]:
+    """(op, key, variable the caller names it through or None for a global lock, spelling) of each
+    lock the function called here takes for itself (own_takes; for a function of another file or a
+    header, the call index's record of it), keyed as the caller names it."""
+    callee = model.functions.get(call.name)
+    if callee is function:
+        return []
+    if callee is not None:
+        taken = [(op, spelling, argument_at_call(callee, call, op, argument))
+                 for op, spelling, argument in own_takes(model, callee)]
+    else:
+        found = model.context.acquires(call.name) if model.context.wrapper(call.name) is None else None
+        if found is None:
+            return []
+        params, effect = found
+        taken = [(op, spelling, argument_at_call(params, call, op, argument)) for spelling, argument in effect
+                 if (op := kfacts.lock_op(spelling)) is not None]
+    keyed = []
+    for op, spelling, text in taken:
+        if text is None:
+            continue
+        key = lock_key(model, function, call, op, [text] * (op.argument + 1))
+        if key is not None:
+            keyed.append((op, key, root(text) if op.key != "global" else None, spelling))
+    return keyed
 
 
 def lock_functions(model: FileModel) -> set[str]:

@@ -21,6 +21,7 @@ MESSAGES = {
     "other-flavour": "{lock} in {function}() is released by an unlock of another flavour: {disabled} stay "
                      "disabled at this return",
     "taken-twice": "{call}({args}) takes a lock {function}() already holds on this path: it deadlocks",
+    "callee-takes-held": "{callee}() takes the lock {function}() holds since {lock}: it deadlocks",
     "released-unheld": "{call}({args}) releases a lock {function}() takes, on a path where it was not "
                        "taken (or was released already)",
 }
