@@ -20,6 +20,7 @@ code returned both with and without it) is a leak, whatever the function is call
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from types import ModuleType
 
@@ -29,7 +30,7 @@ from patchbench.checks.analyses import locks
 from patchbench.checks.engine import flow
 from patchbench.checks.engine import registry
 from patchbench.checks.engine import summaries
-from patchbench.checks.engine.finding import Finding, Place
+from patchbench.checks.engine.finding import Finding, Place, render
 from patchbench.checks.engine.model import FileModel, Function, squeeze
 
 # Registrations whose counterpart releases what they return holding ("<struct>.<field>", facts table
@@ -76,7 +77,29 @@ def findings(model: FileModel, rule: ModuleType) -> list[Finding]:
             continue
         found.extend(_check_function(model, results[name], rule))
         found.extend(_unheld_releases(model, results[name], rule))
-    return found
+    return _one_per_callee(found, rule)
+
+
+def _one_per_callee(found: list[Finding], rule: ModuleType) -> list[Finding]:
+    """Calls of one callee that takes a lock its callers of this file hold there are one defect
+    (the callee's locking and its callers' disagree, mended in one place or the other): reported
+    once, at the first of those calls, with the lines of the others."""
+    calls: dict[str, list[Finding]] = {}
+    for finding in found:
+        if finding.kind == "callee-takes-held":
+            calls.setdefault(dict(finding.args)["callee"], []).append(finding)
+    kept = []
+    for finding in found:
+        same = calls.get(dict(finding.args).get("callee", ""), []) if finding.kind == "callee-takes-held" else []
+        if not same:
+            kept.append(finding)
+            continue
+        first = min(same, key=lambda f: f.line)
+        if finding is first:
+            also = tuple(sorted(f.line for f in same if f is not first))
+            kept.append(dataclasses.replace(finding, also=also,
+                                            message=render(rule.MESSAGES[finding.kind], finding.args, also)))
+    return kept
 
 
 def _seq_step(model: FileModel, name: str) -> bool:

@@ -884,24 +884,25 @@ def own_takes(model: FileModel, function: Function, _within: tuple[str, ...] = (
         callee = model.functions.get(call.name)
         if callee is None or callee is function or callee.name in _within or not unconditional(function, call):
             continue
+        file_scope = file_scope_names(model) - _declared_inside(callee) - _declared_inside(function)
         for op, spelling, argument in own_takes(model, callee, _within + (function.name,)):
-            text = argument_at_call(callee, call, op, argument)
+            text = argument_at_call(callee.params, call, op, argument, file_scope)
             if text is not None:
                 takes.append((op, spelling, text))
     memo[function.name] = takes
     return takes
 
 
-def argument_at_call(callee: Function | list[str], call: CallSite, op: LockOp, argument: str) -> str | None:
-    """The lock argument `argument` of the callee (a Function of this file, or the parameter
-    names of one elsewhere) as its caller names it at `call`: "" for a global lock, the argument
-    with the parameter it starts from replaced by the caller's argument (`&p->lock` of foo(p)
-    called as foo(priv): `&priv->lock`), unchanged when it starts from a name that is neither a
-    parameter nor a local of an in-file callee (a file-scope lock). None when the caller cannot
-    name it (a local of the callee, an argument that is no access path)."""
+def argument_at_call(params: list[str], call: CallSite, op: LockOp, argument: str,
+                     file_scope: frozenset[str] = frozenset()) -> str | None:
+    """The lock argument `argument` of a callee with parameters `params` as its caller names it
+    at `call`: "" for a global lock, the argument with the parameter it starts from replaced by
+    the caller's argument (`&p->lock` of foo(p) called as foo(priv): `&priv->lock`), unchanged
+    when it starts from a name of `file_scope` (a lock defined outside any function of the
+    caller's and the callee's file). None when the caller cannot name it (a local of the callee,
+    an argument that is no access path)."""
     if op.key == "global":
         return ""
-    params = callee.params if isinstance(callee, Function) else callee
     match = _ROOT.match(argument)
     if match is None:
         return None
@@ -912,9 +913,37 @@ def argument_at_call(callee: Function | list[str], call: CallSite, op: LockOp, a
             return None
         # "&chan->lock" with chan = "&priv->chan" -> "&priv->chan->lock" (keys read -> as .)
         return match.group(1).replace("(", "") + call.args[index].lstrip("&") + argument[match.end():]
-    if isinstance(callee, Function) and variable not in callee.types and variable not in callee.aliases:
-        return argument
-    return None
+    return argument if variable in file_scope else None
+
+
+_WORD = re.compile(rb"[A-Za-z_]\w*")
+
+
+def _declared_inside(function: Function) -> frozenset[str]:
+    """The names the function declares itself: its typed locals and those a macro declares
+    (`DEFINE_MUTEX(mutex);`, whose first argument is the name)."""
+    macros = {call.args[0] for call in function.calls if call.name.startswith("DEFINE_") and call.args}
+    return frozenset(function.types) | frozenset(macros)
+
+
+def file_scope_names(model: FileModel) -> frozenset[str]:
+    """The words of the file's text outside its function definitions (`static DEFINE_MUTEX(m);`,
+    `static spinlock_t l;`, struct definitions): a lock named by one of them and declared by
+    neither function is the file's one lock (a local `DEFINE_MUTEX(mutex)` of two functions is
+    two locks)."""
+    def words() -> frozenset[str]:
+        found: set[bytes] = set()
+        pending = list(model.tree.root_node.children)
+        while pending:
+            node = pending.pop()
+            if node.type == "function_definition":
+                continue
+            if node.type.startswith("preproc_") and node.type != "preproc_def" and node.named_child_count:
+                pending.extend(node.children)   # #ifdef blocks hold functions too
+                continue
+            found.update(_WORD.findall(node.text))
+        return frozenset(word.decode("latin-1") for word in found)
+    return model.memo("locks.file_scope_names", words)
 
 
 def taken_by_callee(model: FileModel, function: Function, call: CallSite) -> list[tuple[LockOp, str, str | None, str]]:
@@ -925,7 +954,9 @@ def taken_by_callee(model: FileModel, function: Function, call: CallSite) -> lis
     if callee is function:
         return []
     if callee is not None:
-        taken = [(op, spelling, argument_at_call(callee, call, op, argument))
+        declared = _declared_inside(callee) | _declared_inside(function)
+        file_scope = file_scope_names(model) - declared
+        taken = [(op, spelling, argument_at_call(callee.params, call, op, argument, file_scope))
                  for op, spelling, argument in own_takes(model, callee)]
     else:
         found = model.context.acquires(call.name) if model.context.wrapper(call.name) is None else None
