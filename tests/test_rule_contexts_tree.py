@@ -229,12 +229,14 @@ def test_a_list_built_only_by_an_export_every_caller_of_which_is_a_probe_is_not_
 def test_a_call_of_another_file_taking_a_lock_the_caller_holds_is_a_self_deadlock(tree):
     """sound/pcfg_core.c's exported calls take the port's mutex or RTNL for themselves: the index
     records what each takes on every path and releases again, in terms of its parameters, and
-    sound/pcfg_user.c calling one while holding that lock (the same port passed down, or RTNL) is
+    sound/pcfg_user.c calling one while holding that lock (the same port passed down, or RTNL;
+    pcfg_register() takes RTNL with a killable lock whose failure returns) is
     reported at the call; not with the lock dropped, another port's lock, a trylock or a callee
     that takes it only when told."""
     index = callindex.from_files(tree, 1)
     assert index.acquires_of("pcfg_set_rate") == [["port", "rate"], [["mutex_lock", "&port->lock"]]]
     assert index.acquires_of("pcfg_commit") == [["port"], [["rtnl_lock", ""]]]
+    assert index.acquires_of("pcfg_register") == [["port"], [["rtnl_lock_killable", ""]]]
     assert index.acquires_of("pcfg_try_rate") is None and index.acquires_of("pcfg_set_rate_locked") is None
     user = tree / "sound" / "pcfg_user.c"
     marked = {number for number, line in enumerate(user.read_text().splitlines(), 1) if "expect: lock-imbalance" in line}
@@ -242,4 +244,5 @@ def test_a_call_of_another_file_taking_a_lock_the_caller_holds_is_a_self_deadloc
     assert {(Path(f.file).name, f.line) for f in found} == {("pcfg_user.c", number) for number in marked}
     assert sorted(f.message for f in found) == [
         "pcfg_commit() takes the lock card_apply() holds since rtnl_lock(): it deadlocks",
+        "pcfg_register() takes the lock card_probe() holds since rtnl_lock(): it deadlocks",
         "pcfg_set_rate() takes the lock card_resume() holds since mutex_lock(&port->lock): it deadlocks"]

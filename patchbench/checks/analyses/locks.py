@@ -842,15 +842,29 @@ _CONDITIONAL = frozenset({"if_statement", "for_statement", "while_statement", "d
                           "conditional_expression", "compound_statement"})
 
 
-def unconditional(function: Function, call: CallSite) -> bool:
+def unconditional(function: Function, call: CallSite, may_fail: bool = False) -> bool:
     """The call is made by a statement of the function's body itself (or is the value that
-    statement assigns or returns): every path that goes on past it makes it."""
+    statement assigns or returns): every path that goes on past it makes it. `may_fail`: also
+    the whole condition of an `if` of the body whose branch leaves (`if (mutex_lock_interruptible
+    (&l)) return -EINTR;`), for a blocking lock that may fail instead."""
     node = call.node
+    condition = node.parent
+    if may_fail and condition is not None and condition.type == "parenthesized_expression" and \
+            condition.parent is not None and condition.parent.type == "if_statement" and \
+            condition.parent.parent == function.body and _leaves(condition.parent.child_by_field_name("consequence")):
+        return True
     while node.parent is not None and node.parent != function.body:
         node = node.parent
         if node.type in _CONDITIONAL:
             return False
     return node.parent == function.body
+
+
+def _leaves(branch) -> bool:
+    """The branch ends in a return or a goto."""
+    if branch is not None and branch.type == "compound_statement" and branch.named_child_count:
+        branch = branch.named_children[-1]
+    return branch is not None and branch.type in ("return_statement", "goto_statement")
 
 
 def own_takes(model: FileModel, function: Function, _within: tuple[str, ...] = ()) -> list[tuple[LockOp, str, str]]:
@@ -875,7 +889,8 @@ def own_takes(model: FileModel, function: Function, _within: tuple[str, ...] = (
             released.add(key)
     takes = []
     for key, (call, op) in first.items():
-        if op.action in ("acquire", "try_fail") and key in released and unconditional(function, call):
+        if op.action in ("acquire", "try_fail") and key in released and \
+                unconditional(function, call, may_fail=op.action == "try_fail"):
             guard = guard_call(call)
             args = guard[1] if guard is not None else call.args
             if op.key == "global" or op.argument < len(args):

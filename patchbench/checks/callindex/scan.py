@@ -12,7 +12,7 @@ from patchbench.checks.kernel import facts as kfacts
 
 
 # Bump when scan() changes what it records: every stored scan and index is then rebuilt.
-SCAN_VERSION = 17
+SCAN_VERSION = 18
 
 
 FAMILIES = ("rcu", "rcu_bh", "rcu_sched", "srcu", "bh", "preempt", "irq", "spin", "rtnl")
@@ -170,7 +170,8 @@ def scan(source: bytes) -> dict:
                 found_at = _call_pattern(word).search(body, lock_at)
                 if found_at is not None:
                     lock_at = found_at.end()
-                    if _statement_of_body(body, found_at.start()):
+                    if _statement_of_body(body, found_at.start()) or \
+                            (word in _failing_spellings() and _failure_leaves(body, found_at.start(), found_at.end())):
                         unconditional.add(len(taken))
                 taken.append([word.decode(), arguments[0].decode("latin-1") if arguments else ""])
             if word in named or word in rtnl_asserts:
@@ -567,6 +568,29 @@ def _statement_of_body(body: bytes, at: int) -> bool:
     if before.endswith(b"="):
         before = re.sub(rb"[A-Za-z_]\w*\s*=$", b"", before).rstrip()
     return bool(before) and before[-1] in _STATEMENT_START
+
+
+@lru_cache(maxsize=1)
+def _failing_spellings() -> frozenset[bytes]:
+    """Blocking spellings that may fail instead (mutex_lock_interruptible(), rtnl_lock_killable())."""
+    return frozenset(name.encode() for name, op in kfacts.lock_ops().items() if op.action == "try_fail")
+
+
+_LEAVES = re.compile(rb"\s*\)\s*(?:\{\s*)?(?:return|goto)\b")
+
+
+def _failure_leaves(body: bytes, at: int, open_at: int) -> bool:
+    """The call at `at` (its `(` ending at open_at) is the whole condition of an `if` of the body
+    itself whose branch leaves (`if (rtnl_lock_killable()) return -EINTR;`): every path that goes
+    on past it holds the lock."""
+    if body.count(b"{", 0, at) - body.count(b"}", 0, at) != 1 or \
+            not re.search(rb"\bif\s*\(\s*$", body[max(0, at - 20):at]):
+        return False
+    depth, end = 1, open_at
+    while depth and end < len(body):
+        depth += (body[end:end + 1] == b"(") - (body[end:end + 1] == b")")
+        end += 1
+    return bool(_LEAVES.match(body, end))
 
 
 _PARAM = re.compile(rb"([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*$")
