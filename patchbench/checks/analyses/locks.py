@@ -867,15 +867,21 @@ def _leaves(branch) -> bool:
     return branch is not None and branch.type in ("return_statement", "goto_statement")
 
 
-def own_takes(model: FileModel, function: Function, _within: tuple[str, ...] = ()) -> list[tuple[LockOp, str, str]]:
+# In-file calls followed below a callee for the locks it takes (own_takes): `flush(p)` calling
+# `reset(p->rx)` taking `r->lock` is two.
+TAKES_DEPTH = 2
+
+
+def own_takes(model: FileModel, function: Function, depth: int = TAKES_DEPTH) -> list[tuple[LockOp, str, str]]:
     """(op, spelling, argument text; "" for a global lock) of each lock the function takes for
     itself: a blocking acquisition (not a trylock) that comes before anything else it does to
     that lock, made on every path (unconditional()) and released again (a guard by its scope, not
     a wrapper handing it to its caller); and, in its own terms, those of the in-file functions it
-    calls on every path. A caller already holding one of them deadlocks at the call."""
+    calls on every path, `depth` calls down. A caller already holding one of them deadlocks at the
+    call."""
     memo = model.memo("locks.own_takes", dict)
-    if function.name in memo:
-        return memo[function.name]
+    if (function.name, depth) in memo:
+        return memo[(function.name, depth)]
     transfer = LockTransfer(model)
     first: dict[str, tuple[CallSite, LockOp]] = {}
     released: set[str] = set()
@@ -895,16 +901,16 @@ def own_takes(model: FileModel, function: Function, _within: tuple[str, ...] = (
             args = guard[1] if guard is not None else call.args
             if op.key == "global" or op.argument < len(args):
                 takes.append((op, call.name, "" if op.key == "global" else args[op.argument]))
-    for call in function.calls:
+    for call in function.calls if depth else ():
         callee = model.functions.get(call.name)
-        if callee is None or callee is function or callee.name in _within or not unconditional(function, call):
+        if callee is None or callee is function or not unconditional(function, call):
             continue
         file_scope = file_scope_names(model) - _declared_inside(callee) - _declared_inside(function)
-        for op, spelling, argument in own_takes(model, callee, _within + (function.name,)):
+        for op, spelling, argument in own_takes(model, callee, depth - 1):
             text = argument_at_call(callee.params, call, op, argument, file_scope)
             if text is not None:
                 takes.append((op, spelling, text))
-    memo[function.name] = takes
+    memo[(function.name, depth)] = takes
     return takes
 
 
