@@ -62,6 +62,8 @@ def findings(model: FileModel, rule: ModuleType) -> list[Finding]:
     taking = {name for name in called if locks.may_take(model, name)}   # each name asked once, not per call
     names = {name for name, function in model.functions.items()
              if any(_takes(model, c) for c in function.calls if c.name in taking)}
+    if model.context.reports_unknown():   # functions entered holding RTNL: their callees must not take it
+        names |= {name for name in model.functions if _entry_holds(model, name, "rtnl")}
     if not names:
         return []
     # and the callers of those returning a pointer: a lookup may return its object locked
@@ -86,11 +88,11 @@ def _one_per_callee(found: list[Finding], rule: ModuleType) -> list[Finding]:
     once, at the first of those calls, with the lines of the others."""
     calls: dict[str, list[Finding]] = {}
     for finding in found:
-        if finding.kind == "callee-takes-held":
+        if finding.kind.startswith("callee-takes"):
             calls.setdefault(dict(finding.args)["callee"], []).append(finding)
     kept = []
     for finding in found:
-        same = calls.get(dict(finding.args).get("callee", ""), []) if finding.kind == "callee-takes-held" else []
+        same = calls.get(dict(finding.args).get("callee", ""), []) if finding.kind.startswith("callee-takes") else []
         if not same:
             kept.append(finding)
             continue
@@ -253,7 +255,11 @@ def _callee_deadlocks(model: FileModel, summary: summaries.Summary, rule: Module
             root = locks.root(call.args[op.argument]) if op.key != "global" and op.argument < len(call.args) else None
             roots.setdefault(key, set()).add(root)
             first_taken[key] = min(first_taken.get(key, call.start), call.start)
-    if not roots:
+    # a global lock every way in holds (.ndo_open: RTNL), judged by `check` and on a lone file
+    # only (see docs/rules.md: lint of a tree leaves the existing code alone)
+    entered = {key for key in sorted(_CONTEXT_LOCKS) if model.context.reports_unknown()
+               and _entry_holds(model, function.name, key)}
+    if not roots and not entered:
         return []
     # a lock still held at a return is a leak or a hand-off, reported or accepted as such
     kept = {fact[1] for _, state in summary.result.returns for fact in state if fact[0] == "held"}
@@ -261,13 +267,27 @@ def _callee_deadlocks(model: FileModel, summary: summaries.Summary, rule: Module
     for call in function.calls:
         if transfer.op(call) is not None or call.name == function.name:
             continue
-        held = {fact[1] for state in summary.result.states_at(call) for fact in state
+        states = summary.result.states_at(call)
+        held = {fact[1] for state in states for fact in state
                 if fact[0] == "held" and fact[1] in roots and ("caller", fact[1]) not in state}
-        held -= kept | reported
+        # held since entry where the function has done nothing to it (nor a callee elsewhere)
+        from_entry = {key for key in entered if any(
+            not any(fact[0] in ("caller", "released", "maybe") and fact[1] == key for fact in state)
+            for state in states)}
+        held = (held - kept | from_entry) - reported
         if not held:
             continue
         for op, key, root, spelling in locks.taken_by_callee(model, function, call):
             if key not in held or key in reported or not _exclusive(spelling, op):
+                continue
+            if key in from_entry and key not in roots:
+                reported.add(key)
+                findings.append(registry.finding(
+                    rule, model, call.node, function.name, "callee-takes-entry-lock",
+                    because=(f"lock {key}: held on entry, every way in holding it",
+                             f"{call.name}() takes it with {spelling}() on every path that goes on",
+                             *calling.explain(model, function.name)),
+                    callee=call.name, lock=key.upper(), function=function.name))
                 continue
             if op.key != "global" and (roots[key] != {root} or root is None
                                        or locks.assigned_after(function, root, first_taken[key])):
@@ -380,6 +400,17 @@ def _entry_lacks(model: FileModel, name: str, key: str) -> bool:
         return False
     ways = calling.registered_ways(model, name)
     return bool(ways) and all(way.context is not None and key not in way.context.locks for way in ways)
+
+
+def _entry_holds(model: FileModel, name: str, key: str) -> bool:
+    """Every way into `name` holds the global lock `key`: nothing in its file calls it (static),
+    and each of its registrations has a calling context the facts table knows to hold it (an
+    `.ndo_open`, an ethtool op: RTNL). The counterpart of _entry_lacks."""
+    function = model.functions.get(name)
+    if key not in _CONTEXT_LOCKS or function is None or not function.is_static or model.callers.get(name):
+        return False
+    ways = calling.registered_ways(model, name)
+    return bool(ways) and all(way.context is not None and key in way.context.locks for way in ways)
 
 
 def _returned_locked(model: FileModel, function: Function, call, op) -> bool:

@@ -22,6 +22,7 @@ MESSAGES = {
                      "disabled at this return",
     "taken-twice": "{call}({args}) takes a lock {function}() already holds on this path: it deadlocks",
     "callee-takes-held": "{callee}() takes the lock {function}() holds since {lock}: it deadlocks",
+    "callee-takes-entry-lock": "{callee}() takes {lock}, which every way into {function}() holds: it deadlocks",
     "released-unheld": "{call}({args}) releases a lock {function}() takes, on a path where it was not "
                        "taken (or was released already)",
 }
