@@ -43,5 +43,11 @@ def _mentions() -> tuple[bytes, ...]:
 MENTIONS = _mentions()
 
 
+def reaches(source: bytes, context) -> bool:
+    """A file without a lock spelling may still call a function taking RTNL from one every way
+    into which holds it (an `.ndo_open` of its ops initialiser): judged by `check` only."""
+    return context.reports_unknown() and b"_ops" in source
+
+
 def check(model: FileModel) -> Iterable[Finding]:
     return lock_balance.findings(model, registry.rule(ID))
