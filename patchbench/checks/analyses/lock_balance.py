@@ -63,7 +63,7 @@ def findings(model: FileModel, rule: ModuleType) -> list[Finding]:
     names = {name for name, function in model.functions.items()
              if any(_takes(model, c) for c in function.calls if c.name in taking)}
     if model.context.reports_unknown():   # functions entered holding RTNL: their callees must not take it
-        names |= {name for name in model.functions if _entry_holds(model, name, "rtnl")}
+        names |= {name for name in model.functions if _entry_holding(model, name, "rtnl") is True}
     if not names:
         return []
     # and the callers of those returning a pointer: a lookup may return its object locked
@@ -258,7 +258,7 @@ def _callee_deadlocks(model: FileModel, summary: summaries.Summary, rule: Module
     # a global lock every way in holds (.ndo_open: RTNL), judged by `check` and on a lone file
     # only (see docs/rules.md: lint of a tree leaves the existing code alone)
     entered = {key for key in sorted(_CONTEXT_LOCKS) if model.context.reports_unknown()
-               and _entry_holds(model, function.name, key)}
+               and _entry_holding(model, function.name, key) is True}
     if not roots and not entered:
         return []
     # a lock still held at a return is a leak or a hand-off, reported or accepted as such
@@ -327,11 +327,11 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary, rule: ModuleT
     # and RCU read-side sections only (a section the function opens first is its own)
     taken = {key for key, action in first.items() if action in ("acquire", "try", "try_fail")
              and (key not in _GLOBAL_KEYS or key in _SECTIONS)}
-    # a global lock no way in holds (_entry_lacks) is the function's own too, judged only where its
+    # a global lock no way in holds (_entry_holding) is the function's own too, judged only where its
     # release is unconditional: one under a flag (`if (rtnl_held) rtnl_unlock();`) may be reached
     # on paths the walk cannot judge (a replay loop setting the flag before jumping back)
     owned = {key for key, action in first.items() if action in ("acquire", "try", "try_fail")
-             and key in _GLOBAL_KEYS and key not in taken and _entry_lacks(model, function.name, key)}
+             and key in _GLOBAL_KEYS and key not in taken and _entry_holding(model, function.name, key) is False}
     taken |= owned
     named: dict[str, set[str]] = {}   # key -> the argument texts naming it
     spellings: dict[str, set[str]] = {}   # key -> the acquiring spellings (down_read and down_write)
@@ -390,27 +390,21 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary, rule: ModuleT
 _CONTEXT_LOCKS = frozenset({"rtnl"})
 
 
-def _entry_lacks(model: FileModel, name: str, key: str) -> bool:
-    """No way into `name` holds the global lock `key`: every way in is a registration whose
-    calling context the facts table knows and does not hold it (a work item, a genetlink doit
-    without RTNL), and nothing calls it (static, no call in the file). Then a release of it is of the function's own
-    taking, as for a named lock (an RTNL a work item releases on an early exit that never took it)."""
+def _entry_holding(model: FileModel, name: str, key: str) -> bool | None:
+    """Whether every way into `name` holds the global lock `key` (True) or none does (False):
+    nothing in its file calls it (static), and each of its registrations has a calling context the
+    facts table knows (a work item, a genetlink doit without RTNL; an `.ndo_open`, an ethtool op
+    with it). None otherwise. Without it, a release of RTNL is of the function's own taking, as for
+    a named lock (an RTNL a work item releases on an early exit that never took it); with it, a
+    callee taking RTNL waits for the function's caller."""
     function = model.functions.get(name)
     if key not in _CONTEXT_LOCKS or function is None or not function.is_static or model.callers.get(name):
-        return False
+        return None
     ways = calling.registered_ways(model, name)
-    return bool(ways) and all(way.context is not None and key not in way.context.locks for way in ways)
-
-
-def _entry_holds(model: FileModel, name: str, key: str) -> bool:
-    """Every way into `name` holds the global lock `key`: nothing in its file calls it (static),
-    and each of its registrations has a calling context the facts table knows to hold it (an
-    `.ndo_open`, an ethtool op: RTNL). The counterpart of _entry_lacks."""
-    function = model.functions.get(name)
-    if key not in _CONTEXT_LOCKS or function is None or not function.is_static or model.callers.get(name):
-        return False
-    ways = calling.registered_ways(model, name)
-    return bool(ways) and all(way.context is not None and key in way.context.locks for way in ways)
+    if not ways or any(way.context is None for way in ways):
+        return None
+    holding = {key in way.context.locks for way in ways}
+    return holding.pop() if len(holding) == 1 else None
 
 
 def _returned_locked(model: FileModel, function: Function, call, op) -> bool:
