@@ -108,3 +108,16 @@ MUTATIONS = {
 def test_mutated_61_driver_is_found(kernel_tree: Path, name: str):
     path, old, new, expected = MUTATIONS[name]
     assert findings_of_mutation(kernel_tree, path, old, new) == [expected]
+
+
+def test_a_callee_taking_a_lock_its_callers_hold_is_one_finding_with_each_calls_line():
+    """lock/callee_deadlock.c: cdl_set_mtu() takes the mutex cdl_change_mtu() and cdl_reset_mtu()
+    both hold when they call it: one defect, reported at the first call with the other's line."""
+    fixture = FIXTURES / "lock" / "callee_deadlock.c"
+    lines = fixture.read_text().splitlines()
+    calls = [number for number, line in enumerate(lines, 1) if "cdl_set_mtu(priv, " in line]
+    found = [f for f in checkfile.check_source(str(fixture), fixture.read_bytes(), {"lock-imbalance"})
+             if dict(f.args).get("callee") == "cdl_set_mtu"]
+    assert [(f.line, f.also) for f in found] == [(calls[0], (calls[1],))]
+    assert found[0].message == ("cdl_set_mtu() takes the lock cdl_change_mtu() holds since "
+                                f"mutex_lock(&priv->cfg_lock): it deadlocks (also at line {calls[1]})")

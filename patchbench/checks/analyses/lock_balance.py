@@ -20,6 +20,7 @@ code returned both with and without it) is a leak, whatever the function is call
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from types import ModuleType
 
@@ -29,7 +30,7 @@ from patchbench.checks.analyses import locks
 from patchbench.checks.engine import flow
 from patchbench.checks.engine import registry
 from patchbench.checks.engine import summaries
-from patchbench.checks.engine.finding import Finding, Place
+from patchbench.checks.engine.finding import Finding, Place, render
 from patchbench.checks.engine.model import FileModel, Function, squeeze
 
 # Registrations whose counterpart releases what they return holding ("<struct>.<field>", facts table
@@ -61,6 +62,8 @@ def findings(model: FileModel, rule: ModuleType) -> list[Finding]:
     taking = {name for name in called if locks.may_take(model, name)}   # each name asked once, not per call
     names = {name for name, function in model.functions.items()
              if any(_takes(model, c) for c in function.calls if c.name in taking)}
+    if model.context.reports_unknown():   # functions entered holding RTNL: their callees must not take it
+        names |= {name for name in model.functions if _entry_holding(model, name, "rtnl") is True}
     if not names:
         return []
     # and the callers of those returning a pointer: a lookup may return its object locked
@@ -76,7 +79,29 @@ def findings(model: FileModel, rule: ModuleType) -> list[Finding]:
             continue
         found.extend(_check_function(model, results[name], rule))
         found.extend(_unheld_releases(model, results[name], rule))
-    return found
+    return _one_per_callee(found, rule)
+
+
+def _one_per_callee(found: list[Finding], rule: ModuleType) -> list[Finding]:
+    """Calls of one callee that takes a lock its callers of this file hold there are one defect
+    (the callee's locking and its callers' disagree, mended in one place or the other): reported
+    once, at the first of those calls, with the lines of the others."""
+    calls: dict[str, list[Finding]] = {}
+    for finding in found:
+        if finding.kind.startswith("callee-takes"):
+            calls.setdefault(dict(finding.args)["callee"], []).append(finding)
+    kept = []
+    for finding in found:
+        same = calls.get(dict(finding.args).get("callee", ""), []) if finding.kind.startswith("callee-takes") else []
+        if not same:
+            kept.append(finding)
+            continue
+        first = min(same, key=lambda f: f.line)
+        if finding is first:
+            also = tuple(sorted(f.line for f in same if f is not first))
+            kept.append(dataclasses.replace(finding, also=also,
+                                            message=render(rule.MESSAGES[finding.kind], finding.args, also)))
+    return kept
 
 
 def _seq_step(model: FileModel, name: str) -> bool:
@@ -132,7 +157,7 @@ def _check_function(model: FileModel, summary: summaries.Summary, rule: ModuleTy
             because=(f"lock {key}: taken with {implied} disabled, released by an unlock that leaves them so",
                      "the saved flags are not handed to the caller", *calling.explain(model, function.name)),
             function=function.name, disabled="softirqs" if implied == "bh" else "interrupts"))
-    return findings + _double_locks(model, summary, rule)
+    return findings + _double_locks(model, summary, rule) + _callee_deadlocks(model, summary, rule)
 
 
 def _taken_at(model: FileModel, function: Function, key: str):
@@ -212,6 +237,73 @@ def _double_locks(model: FileModel, summary: summaries.Summary, rule: ModuleType
     return findings
 
 
+def _callee_deadlocks(model: FileModel, summary: summaries.Summary, rule: ModuleType) -> list[Finding]:
+    """A call, on a path holding an exclusive lock this function took, of a function that takes
+    the same lock for itself (locks.taken_by_callee: every path of it that goes on takes it, not
+    with a trylock nor a _nested class): the callee waits for its caller, a self-deadlock (or
+    lockdep's "possible recursive locking"). A lock named through a variable is the same lock only
+    when the caller names it through that variable alone, never reassigned after taking it
+    (`foo(priv)` taking `p->lock` while the caller holds `priv->lock`)."""
+    function = summary.function
+    transfer = locks.LockTransfer(model)
+    roots: dict[str, set] = {}   # key -> the variables the function takes it through
+    first_taken: dict[str, int] = {}
+    for call in function.calls:
+        found = transfer.op(call)
+        if found is not None and found[0].action in ("acquire", "try", "try_fail"):
+            op, key = found
+            root = locks.root(call.args[op.argument]) if op.key != "global" and op.argument < len(call.args) else None
+            roots.setdefault(key, set()).add(root)
+            first_taken[key] = min(first_taken.get(key, call.start), call.start)
+    # a global lock every way in holds (.ndo_open: RTNL), judged by `check` and on a lone file
+    # only (see docs/rules.md: lint of a tree leaves the existing code alone)
+    entered = {key for key in sorted(_CONTEXT_LOCKS) if model.context.reports_unknown()
+               and _entry_holding(model, function.name, key) is True}
+    if not roots and not entered:
+        return []
+    # a lock still held at a return is a leak or a hand-off, reported or accepted as such
+    kept = {fact[1] for _, state in summary.result.returns for fact in state if fact[0] == "held"}
+    findings, reported = [], set()
+    for call in function.calls:
+        if transfer.op(call) is not None or call.name == function.name:
+            continue
+        states = summary.result.states_at(call)
+        held = {fact[1] for state in states for fact in state
+                if fact[0] == "held" and fact[1] in roots and ("caller", fact[1]) not in state}
+        # held since entry where the function has done nothing to it (nor a callee elsewhere)
+        from_entry = {key for key in entered if any(
+            not any(fact[0] in ("caller", "released", "maybe") and fact[1] == key for fact in state)
+            for state in states)}
+        held = (held - kept | from_entry) - reported
+        if not held:
+            continue
+        for op, key, root, spelling in locks.taken_by_callee(model, function, call):
+            if key not in held or key in reported or not _exclusive(spelling, op):
+                continue
+            if key in from_entry and key not in roots:
+                reported.add(key)
+                findings.append(registry.finding(
+                    rule, model, call.node, function.name, "callee-takes-entry-lock",
+                    because=(f"lock {key}: held on entry, every way in holding it",
+                             f"{call.name}() takes it with {spelling}() on every path that goes on",
+                             *calling.explain(model, function.name)),
+                    callee=call.name, lock=key.upper(), function=function.name))
+                continue
+            if op.key != "global" and (roots[key] != {root} or root is None
+                                       or locks.assigned_after(function, root, first_taken[key])):
+                continue
+            reported.add(key)
+            where = "in this file" if call.name in model.functions else "in another file (call index)"
+            findings.append(registry.finding(
+                rule, model, call.node, function.name, "callee-takes-held",
+                related=Place("lock taken", model.source.count(b"\n", 0, first_taken[key]) + 1),
+                because=(f"lock {key}: exclusive, held here since {function.name}() took it",
+                         f"{call.name}() ({where}) takes it with {spelling}() on every path that goes on",
+                         *calling.explain(model, function.name)),
+                callee=call.name, lock=_spelling(model, function, key), function=function.name))
+    return findings
+
+
 def _exclusive(spelling: str, op) -> bool:
     """A lock a second acquisition waits for: not a reader, a nesting counter or a _nested class."""
     return op.kind in _EXCLUSIVE and "read" not in spelling and "nest" not in spelling
@@ -235,11 +327,11 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary, rule: ModuleT
     # and RCU read-side sections only (a section the function opens first is its own)
     taken = {key for key, action in first.items() if action in ("acquire", "try", "try_fail")
              and (key not in _GLOBAL_KEYS or key in _SECTIONS)}
-    # a global lock no way in holds (_entry_lacks) is the function's own too, judged only where its
+    # a global lock no way in holds (_entry_holding) is the function's own too, judged only where its
     # release is unconditional: one under a flag (`if (rtnl_held) rtnl_unlock();`) may be reached
     # on paths the walk cannot judge (a replay loop setting the flag before jumping back)
     owned = {key for key, action in first.items() if action in ("acquire", "try", "try_fail")
-             and key in _GLOBAL_KEYS and key not in taken and _entry_lacks(model, function.name, key)}
+             and key in _GLOBAL_KEYS and key not in taken and _entry_holding(model, function.name, key) is False}
     taken |= owned
     named: dict[str, set[str]] = {}   # key -> the argument texts naming it
     spellings: dict[str, set[str]] = {}   # key -> the acquiring spellings (down_read and down_write)
@@ -298,16 +390,21 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary, rule: ModuleT
 _CONTEXT_LOCKS = frozenset({"rtnl"})
 
 
-def _entry_lacks(model: FileModel, name: str, key: str) -> bool:
-    """No way into `name` holds the global lock `key`: every way in is a registration whose
-    calling context the facts table knows and does not hold it (a work item, a genetlink doit
-    without RTNL), and nothing calls it (static, no call in the file). Then a release of it is of the function's own
-    taking, as for a named lock (an RTNL a work item releases on an early exit that never took it)."""
+def _entry_holding(model: FileModel, name: str, key: str) -> bool | None:
+    """Whether every way into `name` holds the global lock `key` (True) or none does (False):
+    nothing in its file calls it (static), and each of its registrations has a calling context the
+    facts table knows (a work item, a genetlink doit without RTNL; an `.ndo_open`, an ethtool op
+    with it). None otherwise. Without it, a release of RTNL is of the function's own taking, as for
+    a named lock (an RTNL a work item releases on an early exit that never took it); with it, a
+    callee taking RTNL waits for the function's caller."""
     function = model.functions.get(name)
     if key not in _CONTEXT_LOCKS or function is None or not function.is_static or model.callers.get(name):
-        return False
+        return None
     ways = calling.registered_ways(model, name)
-    return bool(ways) and all(way.context is not None and key not in way.context.locks for way in ways)
+    if not ways or any(way.context is None for way in ways):
+        return None
+    holding = {key in way.context.locks for way in ways}
+    return holding.pop() if len(holding) == 1 else None
 
 
 def _returned_locked(model: FileModel, function: Function, call, op) -> bool:

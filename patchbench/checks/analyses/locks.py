@@ -221,7 +221,7 @@ class LockTransfer(flow.Transfer):
             if op.action == "acquire":
                 return state | {("held", key)}
             return released(state, key) if ("held", key) in state else state
-        variable = _root(call.args[op.argument]) if op.key != "global" else None
+        variable = root(call.args[op.argument]) if op.key != "global" else None
         if ("stale", variable) in state:
             if op.action != "release":   # the variable names a new lock from here on
                 return self.through_variable(self.apply(state - {("stale", variable)}, op, key), op, key, variable)
@@ -369,7 +369,7 @@ class LockTransfer(flow.Transfer):
             for call in function.calls:
                 taken = self.taken_through(call)
                 if taken is not None and call not in self._blocks:
-                    variable = _root(taken[2])
+                    variable = root(taken[2])
                     if variable:
                         named.setdefault(variable, set()).add(taken[1])
             # keys are typed paths: two variables of one type taking their locks name one key,
@@ -434,8 +434,8 @@ class LockTransfer(flow.Transfer):
             taken = self.taken_through(taking)
             if taken is None or taken[1] != key or taking in self._blocks:
                 continue
-            roots.add((_root(taken[2]), taken[2], taken[0]))
-        if len({root for root, _, _ in roots}) != 1:
+            roots.add((root(taken[2]), taken[2], taken[0]))
+        if len({variable for variable, _, _ in roots}) != 1:
             return None
         variable, argument, op = sorted(roots, key=lambda r: (r[1], r[2].kind))[0]
         holding = [(node, state) for node, state in summary.result.returns
@@ -467,7 +467,7 @@ class LockTransfer(flow.Transfer):
             return False
         for call in function.calls:
             taken = self.taken_through(call)
-            if taken is not None and _root(taken[2]) == text and ("held", taken[1]) in state:
+            if taken is not None and root(taken[2]) == text and ("held", taken[1]) in state:
                 return True
         return False
 
@@ -531,7 +531,7 @@ class LockTransfer(flow.Transfer):
                 if found is None or found[0].key == "global" or found[0].action == "release" or \
                         found[0].argument >= len(call.args) or call in self._blocks:
                     continue
-                if _root(call.args[found[0].argument]) == variable:
+                if root(call.args[found[0].argument]) == variable:
                     keys.add(found[1])
                     first = call.start if first is None else min(first, call.start)
                 else:
@@ -771,7 +771,7 @@ def _out_parameter(function: Function, variable: str) -> int | None:
     return None
 
 
-def _root(argument: str) -> str | None:
+def root(argument: str) -> str | None:
     """The variable an argument starts from (`&sk->sk_lock` -> "sk")."""
     match = _ROOT.match(argument)
     return match.group(2) if match else None
@@ -835,6 +835,165 @@ def _mapped(model: FileModel, function: Function | None, call: CallSite, params:
         if key is not None:
             ops.append((op, key))
     return ops
+
+
+# Statements whose parts run on some paths only: a call inside one is not made on every path.
+_CONDITIONAL = frozenset({"if_statement", "for_statement", "while_statement", "do_statement", "switch_statement",
+                          "conditional_expression", "compound_statement"})
+
+
+def unconditional(function: Function, call: CallSite, may_fail: bool = False) -> bool:
+    """The call is made by a statement of the function's body itself (or is the value that
+    statement assigns or returns): every path that goes on past it makes it. `may_fail`: also
+    the whole condition of an `if` of the body whose branch leaves (`if (mutex_lock_interruptible
+    (&l)) return -EINTR;`), for a blocking lock that may fail instead."""
+    node = call.node
+    condition = node.parent
+    if may_fail and condition is not None and condition.type == "parenthesized_expression" and \
+            condition.parent is not None and condition.parent.type == "if_statement" and \
+            condition.parent.parent == function.body and _leaves(condition.parent.child_by_field_name("consequence")):
+        return True
+    while node.parent is not None and node.parent != function.body:
+        node = node.parent
+        if node.type in _CONDITIONAL:
+            return False
+    return node.parent == function.body
+
+
+def _leaves(branch) -> bool:
+    """The branch ends in a return or a goto."""
+    if branch is not None and branch.type == "compound_statement" and branch.named_child_count:
+        branch = branch.named_children[-1]
+    return branch is not None and branch.type in ("return_statement", "goto_statement")
+
+
+# In-file calls followed below a callee for the locks it takes (own_takes): `flush(p)` calling
+# `reset(p->rx)` taking `r->lock` is two.
+TAKES_DEPTH = 2
+
+
+def own_takes(model: FileModel, function: Function, depth: int = TAKES_DEPTH) -> list[tuple[LockOp, str, str]]:
+    """(op, spelling, argument text; "" for a global lock) of each lock the function takes for
+    itself: a blocking acquisition (not a trylock) that comes before anything else it does to
+    that lock, made on every path (unconditional()) and released again (a guard by its scope, not
+    a wrapper handing it to its caller); and, in its own terms, those of the in-file functions it
+    calls on every path, `depth` calls down. A caller already holding one of them deadlocks at the
+    call."""
+    memo = model.memo("locks.own_takes", dict)
+    if (function.name, depth) in memo:
+        return memo[(function.name, depth)]
+    transfer = LockTransfer(model)
+    first: dict[str, tuple[CallSite, LockOp]] = {}
+    released: set[str] = set()
+    for call in sorted(function.calls, key=lambda c: c.start):
+        found = transfer.op(call)
+        if found is None or found[0].action == "assert":
+            continue
+        op, key = found
+        first.setdefault(key, (call, op))
+        if op.action == "release" or call in transfer._blocks:
+            released.add(key)
+    takes = []
+    for key, (call, op) in first.items():
+        if op.action in ("acquire", "try_fail") and key in released and \
+                unconditional(function, call, may_fail=op.action == "try_fail"):
+            guard = guard_call(call)
+            args = guard[1] if guard is not None else call.args
+            if op.key == "global" or op.argument < len(args):
+                takes.append((op, call.name, "" if op.key == "global" else args[op.argument]))
+    for call in function.calls if depth else ():
+        callee = model.functions.get(call.name)
+        if callee is None or callee is function or not unconditional(function, call):
+            continue
+        file_scope = file_scope_names(model) - _declared_inside(callee) - _declared_inside(function)
+        for op, spelling, argument in own_takes(model, callee, depth - 1):
+            text = argument_at_call(callee.params, call, op, argument, file_scope)
+            if text is not None:
+                takes.append((op, spelling, text))
+    memo[(function.name, depth)] = takes
+    return takes
+
+
+def argument_at_call(params: list[str], call: CallSite, op: LockOp, argument: str,
+                     file_scope: frozenset[str] = frozenset()) -> str | None:
+    """The lock argument `argument` of a callee with parameters `params` as its caller names it
+    at `call`: "" for a global lock, the argument with the parameter it starts from replaced by
+    the caller's argument (`&p->lock` of foo(p) called as foo(priv): `&priv->lock`), unchanged
+    when it starts from a name of `file_scope` (a lock defined outside any function of the
+    caller's and the callee's file). None when the caller cannot name it (a local of the callee,
+    an argument that is no access path)."""
+    if op.key == "global":
+        return ""
+    match = _ROOT.match(argument)
+    if match is None:
+        return None
+    variable = match.group(2)
+    if variable in params:
+        index = params.index(variable)
+        if index >= len(call.args) or not _ACCESS_PATH.match(call.args[index]):
+            return None
+        # "&chan->lock" with chan = "&priv->chan" -> "&priv->chan->lock" (keys read -> as .)
+        return match.group(1).replace("(", "") + call.args[index].lstrip("&") + argument[match.end():]
+    return argument if variable in file_scope else None
+
+
+_WORD = re.compile(rb"[A-Za-z_]\w*")
+
+
+def _declared_inside(function: Function) -> frozenset[str]:
+    """The names the function declares itself: its typed locals and those a macro declares
+    (`DEFINE_MUTEX(mutex);`, whose first argument is the name)."""
+    macros = {call.args[0] for call in function.calls if call.name.startswith("DEFINE_") and call.args}
+    return frozenset(function.types) | frozenset(macros)
+
+
+def file_scope_names(model: FileModel) -> frozenset[str]:
+    """The words of the file's text outside its function definitions (`static DEFINE_MUTEX(m);`,
+    `static spinlock_t l;`, struct definitions): a lock named by one of them and declared by
+    neither function is the file's one lock (a local `DEFINE_MUTEX(mutex)` of two functions is
+    two locks)."""
+    def words() -> frozenset[str]:
+        found: set[bytes] = set()
+        pending = list(model.tree.root_node.children)
+        while pending:
+            node = pending.pop()
+            if node.type == "function_definition":
+                continue
+            if node.type.startswith("preproc_") and node.type != "preproc_def" and node.named_child_count:
+                pending.extend(node.children)   # #ifdef blocks hold functions too
+                continue
+            found.update(_WORD.findall(node.text))
+        return frozenset(word.decode("latin-1") for word in found)
+    return model.memo("locks.file_scope_names", words)
+
+
+def taken_by_callee(model: FileModel, function: Function, call: CallSite) -> list[tuple[LockOp, str, str | None, str]]:
+    """(op, key, variable the caller names it through or None for a global lock, spelling) of each
+    lock the function called here takes for itself (own_takes; for a function of another file or a
+    header, the call index's record of it), keyed as the caller names it."""
+    callee = model.functions.get(call.name)
+    if callee is function:
+        return []
+    if callee is not None:
+        declared = _declared_inside(callee) | _declared_inside(function)
+        file_scope = file_scope_names(model) - declared
+        taken = [(op, spelling, argument_at_call(callee.params, call, op, argument, file_scope))
+                 for op, spelling, argument in own_takes(model, callee)]
+    else:
+        found = model.context.acquires(call.name) if model.context.wrapper(call.name) is None else None
+        if found is None:
+            return []
+        params, effect = found
+        taken = [(op, spelling, argument_at_call(params, call, op, argument)) for spelling, argument in effect
+                 if (op := kfacts.lock_op(spelling)) is not None]
+    keyed = []
+    for op, spelling, text in taken:
+        if text is None:
+            continue
+        key = lock_key(model, function, call, op, [text] * (op.argument + 1))
+        if key is not None:
+            keyed.append((op, key, root(text) if op.key != "global" else None, spelling))
+    return keyed
 
 
 def lock_functions(model: FileModel) -> set[str]:

@@ -91,6 +91,14 @@ class CallIndex:
             found.append(definition[2] if len(definition) > 2 else None)
         return found[0] if found and all(f == found[0] for f in found) else None
 
+    def acquires_of(self, name: str) -> list | None:
+        """[params, [[lock spelling, argument text], ...]] of the locks every global definition of
+        `name` (a function of a .c file or a header) takes for itself on every path (scan's
+        "acquires"), when they all say the same; None otherwise (an `#ifdef` stub taking nothing)."""
+        found = [self.scan_of(number).get("acquires", {}).get(name) for number, is_global, _ in self.defs(name)
+                 if is_global]
+        return found[0] if found and found[0] and all(f == found[0] for f in found) else None
+
     def wrapper_of(self, name: str) -> list | None:
         if self._wrappers is None:   # a few hundred rows, asked of every call in every file: read once
             self._wrappers = dict(self._query("SELECT name, effect FROM wrappers"))

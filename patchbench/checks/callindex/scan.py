@@ -12,7 +12,7 @@ from patchbench.checks.kernel import facts as kfacts
 
 
 # Bump when scan() changes what it records: every stored scan and index is then rebuilt.
-SCAN_VERSION = 16
+SCAN_VERSION = 18
 
 
 FAMILIES = ("rcu", "rcu_bh", "rcu_sched", "srcu", "bh", "preempt", "irq", "spin", "rtnl")
@@ -111,10 +111,12 @@ def _ops() -> tuple[dict[bytes, tuple[int, int, bool]], dict[bytes, int], frozen
 def scan(source: bytes) -> dict:
     """{"defs": {name: [global, stated bits]}, "calls": {caller: [[callee, bits], ...]},
     "regs": [[function, kind, struct], ...], "reads": {name: [primitive, line]},
-    "queue": {name: [params, [[spelling, argument], ...]]}} of one file's text; "reads" has the
-    functions that read an RCU-protected pointer with nothing of their own held (no reader, RTNL or
-    named lock before it, no lockdep condition): the first such read; "queue" the functions calling
-    a tx queue stop/wake/start spelling."""
+    "queue": {name: [params, [[spelling, argument], ...]]}, "acquires": {name: [params, [[spelling,
+    argument], ...]]}, ...} of one file's text; "reads" has the functions that read an RCU-protected
+    pointer with nothing of their own held (no reader, RTNL or named lock before it, no lockdep
+    condition): the first such read; "queue" the functions calling a tx queue stop/wake/start
+    spelling; "acquires" the functions taking a lock on every path and releasing it again
+    (_own_takes): a caller already holding it deadlocks there."""
     ops, asserts, registration_calls, guards = _ops()
     named, reads_needing, rtnl_asserts = _named_locks(), _reads(), _rtnl_asserts()
     queue_ops = _queue_spellings()
@@ -125,6 +127,7 @@ def scan(source: bytes) -> dict:
     reads: dict[str, list] = {}
     lines = None   # where each read is, computed for the files that have one
     queue: dict[str, list] = {}
+    acquires: dict[str, list] = {}
     position = 0
     bodies = []
     for opening in _BODY_OPEN.finditer(text):
@@ -151,6 +154,8 @@ def scan(source: bytes) -> dict:
         taken: list[list[str]] = []   # [spelling, argument text] of each lock call
         queued: list[list[str]] = []  # [spelling, queue argument text] of each tx queue call
         queue_at = 0
+        lock_at = 0
+        unconditional: set[int] = set()   # indexes into taken of the calls made on every path
         for word in _CALL.findall(body):   # names only: a match object per call costs 10x
             if word in queue_ops and word.decode() != name:
                 found_at = re.compile(rb"\b" + word + rb"\s*\(").search(body, queue_at)
@@ -162,6 +167,12 @@ def scan(source: bytes) -> dict:
             if word in _lock_spellings():
                 at = body.find(word, at) + len(word)
                 arguments = _arguments(body, body.find(b"(", at) + 1)
+                found_at = _call_pattern(word).search(body, lock_at)
+                if found_at is not None:
+                    lock_at = found_at.end()
+                    if _statement_of_body(body, found_at.start()) or \
+                            (word in _failing_spellings() and _failure_leaves(body, found_at.start(), found_at.end())):
+                        unconditional.add(len(taken))
                 taken.append([word.decode(), arguments[0].decode("latin-1") if arguments else ""])
             if word in named or word in rtnl_asserts:
                 locked = LOCKED
@@ -205,6 +216,9 @@ def scan(source: bytes) -> dict:
             defs[name].append([_params(text, start), effect])
         if queued:
             queue[name] = [_params(text, start), queued]
+        taking = _own_takes(taken, unconditional)
+        if taking:
+            acquires[name] = [_params(text, start), taking]
     if b"=" not in text or not _FIELD_INIT.search(text):
         starts, structs = [], []
     else:
@@ -226,7 +240,7 @@ def scan(source: bytes) -> dict:
             defs[macro] = [False, 0]
             reads[macro] = [word.decode(), lines.of(text, offset)]
     fields, accessors = field_reads(text, bodies)
-    return {"defs": defs, "calls": calls, "regs": regs, "reads": reads, "queue": queue,
+    return {"defs": defs, "calls": calls, "regs": regs, "reads": reads, "queue": queue, "acquires": acquires,
             "guards": guard_classes(text),
             "includes": local_includes(source), "fields": fields, "accessors": accessors,
             "integers": integer_defines(text)}
@@ -517,6 +531,66 @@ def _net_effect(taken: list[list[str]]) -> list[list[str]]:
         if op.action == "release":
             first[lock] = [spelling, lock[1]] if balance[lock] < 0 else first[lock]
     return [first[lock] for lock, count in balance.items() if count]
+
+
+def _own_takes(taken: list[list[str]], unconditional: set[int]) -> list[list[str]]:
+    """[spelling, argument text] of each lock a body takes before doing anything else to it, with
+    a blocking spelling (not a trylock), in a statement of the body itself (not under a condition
+    or in a loop: every path that goes on takes it), and releases again (not a wrapper handing it
+    to its caller): the locks the function acquires for itself, which its caller must not hold."""
+    first: dict[tuple[str, str], int] = {}
+    released: set[tuple[str, str]] = set()
+    for number, (spelling, argument) in enumerate(taken):
+        op = kfacts.lock_op(spelling)
+        lock = (op.kind, "".join(argument.split()))
+        first.setdefault(lock, number)
+        if op.action == "release":
+            released.add(lock)
+    return [[taken[number][0], lock[1]] for lock, number in first.items()
+            if lock in released and number in unconditional and kfacts.lock_op(taken[number][0]).action != "release"]
+
+
+@lru_cache(maxsize=256)
+def _call_pattern(word: bytes) -> re.Pattern:
+    return re.compile(rb"\b" + re.escape(word) + rb"\s*\(")
+
+
+_STATEMENT_START = frozenset(b";{}:")
+
+
+def _statement_of_body(body: bytes, at: int) -> bool:
+    """The call at `at` of a body (text from its `{`) starts a statement of the body itself, or is
+    the value assigned by one (`err = mutex_lock_interruptible(...)`): not nested in a block, nor
+    the single statement of an `if`/`else`/loop without braces."""
+    if body.count(b"{", 0, at) - body.count(b"}", 0, at) != 1:
+        return False
+    before = body[max(0, at - 80):at].rstrip()
+    if before.endswith(b"="):
+        before = re.sub(rb"[A-Za-z_]\w*\s*=$", b"", before).rstrip()
+    return bool(before) and before[-1] in _STATEMENT_START
+
+
+@lru_cache(maxsize=1)
+def _failing_spellings() -> frozenset[bytes]:
+    """Blocking spellings that may fail instead (mutex_lock_interruptible(), rtnl_lock_killable())."""
+    return frozenset(name.encode() for name, op in kfacts.lock_ops().items() if op.action == "try_fail")
+
+
+_LEAVES = re.compile(rb"\s*\)\s*(?:\{\s*)?(?:return|goto)\b")
+
+
+def _failure_leaves(body: bytes, at: int, open_at: int) -> bool:
+    """The call at `at` (its `(` ending at open_at) is the whole condition of an `if` of the body
+    itself whose branch leaves (`if (rtnl_lock_killable()) return -EINTR;`): every path that goes
+    on past it holds the lock."""
+    if body.count(b"{", 0, at) - body.count(b"}", 0, at) != 1 or \
+            not re.search(rb"\bif\s*\(\s*$", body[max(0, at - 20):at]):
+        return False
+    depth, end = 1, open_at
+    while depth and end < len(body):
+        depth += (body[end:end + 1] == b"(") - (body[end:end + 1] == b")")
+        end += 1
+    return bool(_LEAVES.match(body, end))
 
 
 _PARAM = re.compile(rb"([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*$")

@@ -85,6 +85,12 @@ class TreeContext:
         unlocks the socket it is given when it fails), or None; None without an index."""
         return self._lock_effect("effect_of", name)
 
+    def acquires(self, name: str) -> tuple[list[str], list[list[str]]] | None:
+        """(parameter names, [[lock spelling, argument text], ...]) of the locks a function of
+        another file (or a header) takes for itself on every path and releases again
+        (CallIndex.acquires_of), or None; None without an index."""
+        return self._lock_effect("acquires_of", name)
+
     def c_wrapper(self, name: str) -> tuple[list[str], list[list[str]]] | None:
         """(parameter names, [[lock spelling, argument text], ...]) of a global function of a .c file
         that leaves those locks taken (or released) in its caller, or None. Kept apart from

@@ -21,6 +21,8 @@ MESSAGES = {
     "other-flavour": "{lock} in {function}() is released by an unlock of another flavour: {disabled} stay "
                      "disabled at this return",
     "taken-twice": "{call}({args}) takes a lock {function}() already holds on this path: it deadlocks",
+    "callee-takes-held": "{callee}() takes the lock {function}() holds since {lock}: it deadlocks",
+    "callee-takes-entry-lock": "{callee}() takes {lock}, which every way into {function}() holds: it deadlocks",
     "released-unheld": "{call}({args}) releases a lock {function}() takes, on a path where it was not "
                        "taken (or was released already)",
 }
@@ -39,6 +41,12 @@ def _mentions() -> tuple[bytes, ...]:
 
 
 MENTIONS = _mentions()
+
+
+def reaches(source: bytes, context) -> bool:
+    """A file without a lock spelling may still call a function taking RTNL from one every way
+    into which holds it (an `.ndo_open` of its ops initialiser): judged by `check` only."""
+    return context.reports_unknown() and b"_ops" in source
 
 
 def check(model: FileModel) -> Iterable[Finding]:
