@@ -975,10 +975,13 @@ def taken_by_callee(model: FileModel, function: Function, call: CallSite) -> lis
     if callee is function:
         return []
     if callee is not None:
+        owned = own_takes(model, callee)
+        if not owned:
+            return []   # most callees take nothing: the file's names are not worked out for them
         declared = _declared_inside(callee) | _declared_inside(function)
         file_scope = file_scope_names(model) - declared
         taken = [(op, spelling, argument_at_call(callee.params, call, op, argument, file_scope))
-                 for op, spelling, argument in own_takes(model, callee)]
+                 for op, spelling, argument in owned]
     else:
         found = model.context.acquires(call.name) if model.context.wrapper(call.name) is None else None
         if found is None:

@@ -74,7 +74,7 @@ def _scan_blob(source: tuple[str, Path], item: tuple[str, str, Path]) -> dict:
         _store_scan(directory, blob, found)
     return {"defs": found["defs"], "regs": found["regs"], "reads": found["reads"], "queue": found["queue"],
             "guards": found["guards"], "fields": found["fields"], "accessors": found["accessors"],
-            "called": sorted({c for called in found["calls"].values() for c, _ in called})}
+            "acquires": found["acquires"], "called": sorted({c for called in found["calls"].values() for c, _ in called})}
 
 
 def _build(blobs: list[tuple[str, str]], source: tuple[str, Path], jobs: int) -> CallIndex:
@@ -147,6 +147,7 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
         CREATE TABLE guards (name TEXT PRIMARY KEY, effect TEXT);
         CREATE TABLE fields (key TEXT, file INTEGER, nulls TEXT, tested TEXT, unchecked INTEGER);
         CREATE TABLE accessors (name TEXT PRIMARY KEY, key TEXT);
+        CREATE TABLE acquires (name TEXT PRIMARY KEY, effect TEXT);
     """)
     database.executemany("INSERT INTO needs VALUES (?, ?, ?, ?, ?, ?)",
                          _needs(blobs, summaries, directory))
@@ -162,6 +163,9 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
     guards: dict[str, str | None] = {}
     # functions that merely return a load of an RCU field: name -> its key, None when two differ
     accessors: dict[str, str | None] = {}
+    # the locks a global function takes for itself and releases: name -> effect, None where two
+    # global definitions differ (one of them an #ifdef stub taking nothing: "null")
+    acquires: dict[str, str | None] = {}
     for number, ((path, _), found) in enumerate(zip(blobs, summaries)):
         database.executemany("INSERT INTO fields VALUES (?, ?, ?, ?, ?)",
                              ((key, number, json.dumps(nulls), json.dumps(tested), unchecked)
@@ -178,6 +182,9 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
         rows = []
         for name, (is_global, stated, *wrapper) in found["defs"].items():
             rows.append((name, number, int(is_global or header), stated))
+            if is_global or header:
+                effect = json.dumps(found["acquires"].get(name))
+                acquires[name] = effect if acquires.get(name, effect) == effect else None
             if header and wrapper:
                 wrappers.setdefault(name, json.dumps(wrapper[0]))
             elif is_global and not header:
@@ -197,6 +204,8 @@ def _fill(database: sqlite3.Connection, blobs: list[tuple[str, str]], summaries:
                          sorted((name, effect) for name, effect in guards.items() if effect))
     database.executemany("INSERT INTO accessors VALUES (?, ?)",
                          sorted((name, key) for name, key in accessors.items() if key))
+    database.executemany("INSERT INTO acquires VALUES (?, ?)",
+                         sorted((name, effect) for name, effect in acquires.items() if effect and effect != "null"))
     database.executemany("INSERT INTO c_wrappers VALUES (?, ?)",
                          sorted((name, effect) for name, effect in c_wrappers.items() if effect))
     database.executescript("""

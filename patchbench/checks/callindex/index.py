@@ -48,6 +48,7 @@ class CallIndex:
     # answers already given: the rules ask about the same names for every function of a file
     _answers: dict = field(default_factory=dict, repr=False)
     _wrappers: dict | None = field(default=None, repr=False)
+    _acquires: dict | None = field(default=None, repr=False)
     # _lock_effect's answers by (lookup, name): asked of every call of every function walked
     _effects: dict = field(default_factory=dict, repr=False)
     _calls_a_need: tuple = field(default=(), repr=False)   # (source, answer) of the last file asked
@@ -95,9 +96,10 @@ class CallIndex:
         """[params, [[lock spelling, argument text], ...]] of the locks every global definition of
         `name` (a function of a .c file or a header) takes for itself on every path (scan's
         "acquires"), when they all say the same; None otherwise (an `#ifdef` stub taking nothing)."""
-        found = [self.scan_of(number).get("acquires", {}).get(name) for number, is_global, _ in self.defs(name)
-                 if is_global]
-        return found[0] if found and found[0] and all(f == found[0] for f in found) else None
+        if self._acquires is None:   # asked of every call made under a lock: read once
+            self._acquires = dict(self._query("SELECT name, effect FROM acquires"))
+        found = self._acquires.get(name)
+        return json.loads(found) if found else None
 
     def wrapper_of(self, name: str) -> list | None:
         if self._wrappers is None:   # a few hundred rows, asked of every call in every file: read once
