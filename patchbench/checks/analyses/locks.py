@@ -905,8 +905,9 @@ def own_takes(model: FileModel, function: Function, depth: int = TAKES_DEPTH) ->
         callee = model.functions.get(call.name)
         if callee is None or callee is function or not unconditional(function, call):
             continue
-        file_scope = file_scope_names(model) - _declared_inside(callee) - _declared_inside(function)
-        for op, spelling, argument in own_takes(model, callee, depth - 1):
+        owned = own_takes(model, callee, depth - 1)
+        file_scope = _file_locks(model, callee, function) if owned else frozenset()
+        for op, spelling, argument in owned:
             text = argument_at_call(callee.params, call, op, argument, file_scope)
             if text is not None:
                 takes.append((op, spelling, text))
@@ -967,6 +968,12 @@ def file_scope_names(model: FileModel) -> frozenset[str]:
     return model.memo("locks.file_scope_names", words)
 
 
+def _file_locks(model: FileModel, callee: Function, caller: Function) -> frozenset[str]:
+    """The names a lock argument of `callee` may start from and still be the lock its caller
+    names the same way: the file's names outside functions that neither function declares."""
+    return file_scope_names(model) - _declared_inside(callee) - _declared_inside(caller)
+
+
 def taken_by_callee(model: FileModel, function: Function, call: CallSite) -> list[tuple[LockOp, str, str | None, str]]:
     """(op, key, variable the caller names it through or None for a global lock, spelling) of each
     lock the function called here takes for itself (own_takes; for a function of another file or a
@@ -978,8 +985,7 @@ def taken_by_callee(model: FileModel, function: Function, call: CallSite) -> lis
         owned = own_takes(model, callee)
         if not owned:
             return []   # most callees take nothing: the file's names are not worked out for them
-        declared = _declared_inside(callee) | _declared_inside(function)
-        file_scope = file_scope_names(model) - declared
+        file_scope = _file_locks(model, callee, function)
         taken = [(op, spelling, argument_at_call(callee.params, call, op, argument, file_scope))
                  for op, spelling, argument in owned]
     else:
