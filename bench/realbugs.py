@@ -14,6 +14,11 @@ fixes never used to tune the checker (report its recall; fix a miss only by a ge
 judgement of the buggy code as it would sit in the tree) and prints that recall apart, with the
 cases whose fixed file is reported too.
 
+`--introduced` runs the "as introduced" twins of fixtures/realbugs/introduced.toml instead: for a
+validation case whose bug's introducing commit still replays faithfully on the tree, that commit
+as patch 1 on a base without it and the fix as patch 2 (tests/support/introduced.py); it prints
+their recall beside the same cases' recall as fixes reversed.
+
 `--mutations` runs the held-out set of fixtures/realbugs/mutations.toml instead: bugs of our own
 planted in real 6.1 drivers (found / planted, per family), then whole-file lint of its pristine
 files (every finding printed: each one is a false alarm or a bug in the Debian tree).
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.support import realbugs  # noqa: E402
+from tests.support import introduced, realbugs  # noqa: E402
 from tests.support.kernel import KERNELS, kernel_repo, tree  # noqa: E402
 
 
@@ -63,11 +69,13 @@ def main() -> int:
                         help="the held-out mutations of real drivers and their pristine files")
     parser.add_argument("--validation", action="store_true",
                         help="the frozen validation set of fixtures/realbugs/validation (never tuned on)")
+    parser.add_argument("--introduced", action="store_true",
+                        help="the validation cases' bugs as introduced (fixtures/realbugs/introduced.toml)")
     parser.add_argument("--lint", action="store_true",
                         help="also whole-file lint of each case's buggy file and fixed file (no diff)")
     parser.add_argument("cases", nargs="*", help="case ids (default: all)")
     args = parser.parse_args()
-    chosen = (realbugs.load_validation() if args.validation else
+    chosen = (realbugs.load_validation() if args.validation or args.introduced else
               realbugs.load_cases(realbugs.MUTATIONS if args.mutations else realbugs.CASES))
     cases = [c for c in chosen
              if (not args.kernel or c.kernel == args.kernel) and (not args.cases or c.id in args.cases)]
@@ -77,6 +85,10 @@ def main() -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="realbugs-") as tmp:
         bench = realbugs.Bench(Path(tmp), trees)
+        if args.introduced:
+            chosen_ids = {c.id for c in cases}
+            twins = [t for t in introduced.load_introduced() if t.id in chosen_ids]
+            return _introduced(bench, twins)
         outcomes = []
         for case in cases:
             outcome = bench.outcome(case)
@@ -143,6 +155,40 @@ def _lint_recall(upstream: list[realbugs.Outcome], linted: dict[str, tuple[bool,
     still = sorted(i for ids in [by["all"]] for i in ids if linted[i][1])
     print(f"  the fixed file reported as well (the rule cannot tell bug from fix): {len(still)}"
           + (f" ({', '.join(still)})" if still else ""))
+
+
+def _introduced(bench: realbugs.Bench, twins: list[introduced.Introduced]) -> int:
+    """Each twin as introduced and as its fix reversed; recall of both over the twins that replay."""
+    rows = []
+    for twin in twins:
+        repo, base = bench.clone(twin.case.kernel)
+        reason = introduced.applicability(repo, base, twin, bench.linux(twin.case.kernel))
+        if reason:
+            outcome = realbugs.Outcome(twin.case, False, not_applicable=reason)
+        else:
+            try:
+                outcome = introduced.run(repo, base, twin, bench.workdir / "introduced", bench.workdir / "cache")
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                outcome = realbugs.Outcome(twin.case, False, error=str(exc))
+        reversed_fix = bench.outcome(twin.case)
+        rows.append((outcome, reversed_fix))
+        mark = "n/a" if outcome.not_applicable else "caught" if outcome.caught and outcome.clean_fix else "MISSED"
+        print(f"  {mark:6}  {twin.case.kernel}  {twin.case.family:8}  {twin.id} (as introduced by {twin.commit[:12]})",
+              flush=True)
+    counted = [(o, r) for o, r in rows if not o.not_applicable]
+    print(f"\n{len(rows)} twins, {len(counted)} replay faithfully; recall per family, as introduced "
+          "and (the same cases) as the fix reversed:")
+    for family in (*realbugs.ORDER, "all"):
+        chosen = [(o, r) for o, r in counted if family in ("all", o.case.family)]
+        if chosen:
+            print(f"  {family:9} as introduced {_rate([o for o, _ in chosen]):>10}   "
+                  f"fix reversed {_rate([r for _, r in chosen]):>10}")
+    for outcome, _ in rows:
+        if not (outcome.caught and outcome.clean_fix):
+            print(f"  {outcome.case.id}: {_why(outcome)}")
+        for f in outcome.on_fix:
+            print(f"    on the fix: {f['rule']} {f['file']}:{f['line']} {f['function']}: {f['message']}")
+    return 0
 
 
 def _mutations(outcomes: list[realbugs.Outcome], seconds: float, cache: Path) -> int:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import NOT_APPLICABLE
-from tests.support import realbugs
+from tests.support import introduced, realbugs
 from tests.support.git_series import git
 
 CASES = realbugs.load_cases()
 MUTATIONS = realbugs.load_cases(realbugs.MUTATIONS)
 VALIDATION = realbugs.load_validation()
+TWINS = introduced.load_introduced(cases=VALIDATION)
 # In-scope recall (upstream fixes, both kernels, over the cases whose code the trees hold) measured
 # when the marks were last set; it may only rise.
 RECALL_FLOOR = 0.92
@@ -115,6 +116,23 @@ def test_validation_cases_redo_exactly_the_upstream_fix(bench):
         assert realbugs.fix_digest_of(realbugs.apply_edits(fixed, case), fixed) == case.fix_digest, case.id
         applying.append(case.id)
     assert len(applying) >= APPLICABLE_FLOOR * len(VALIDATION), f"only {len(applying)} validation cases apply"
+
+
+@pytest.mark.kernel
+def test_introduced_twins_replay_exactly_the_introducing_commit(bench):
+    """Each "as introduced" twin names the commit that introduced its case's bug, and its patch 1
+    makes exactly that commit's change as mailed (the recorded digest) on the tree at hand, its
+    base lacking it; patch 2 is the case's fix. Twins whose code the tree lacks, or that no longer
+    replay exactly, are counted apart; most must replay."""
+    assert all(t.commit and t.seen and t.intro_digest for t in TWINS)
+    replaying = []
+    for twin in TWINS:
+        repo, base = bench.clone(twin.case.kernel)
+        if introduced.applicability(repo, base, twin, bench.linux(twin.case.kernel)) is None:
+            before, buggy = introduced.versions(repo, base, twin)
+            assert before != buggy and buggy[twin.case.file] != git(repo, "show", f"{base}:{twin.case.file}") + "\n"
+            replaying.append(twin.id)
+    assert len(replaying) >= APPLICABLE_FLOOR * len(TWINS), f"only {len(replaying)} of {len(TWINS)} twins replay"
 
 
 @pytest.mark.kernel

@@ -56,14 +56,18 @@ class EditError(ValueError):
 
 @dataclass(frozen=True)
 class Edit:
-    op: str                      # delete | replace | move_after | insert_after
-    line: str                    # regex selecting the line the edit works on
+    op: str                      # delete | replace | move_after | insert_after | delete_block | delete_function
+    line: str = ""               # regex selecting the line the edit works on
     after: str | None = None     # regex of a unique line; `line` is then its first match after it
     old: str | None = None       # replace: literal in the selected line
     new: str | None = None       # replace: what it becomes
     to: str | None = None        # move_after: regex of the unique line it moves below
     text: str | None = None      # insert_after: the line to add (our own writing, tokens only)
     count: int = 1               # delete: `line` must match exactly this many lines, all deleted
+    through: str | None = None   # delete_block: regex of its last line (first match from `line` on)
+    function: str | None = None  # the function the edit works in; a case's edits: the case's function,
+    #                              an undo edit (tests/support/introduced.py): the whole file when None
+    file: str | None = None      # undo edits only: the file it edits (op new_file: the base lacks it)
 
 
 @dataclass(frozen=True)
@@ -231,9 +235,25 @@ def diff_digest(diff: str) -> str:
 
 def apply_edits(source: str, case: Case) -> str:
     """The file with the case's bug re-introduced; EditError when an edit does not apply exactly once."""
+    return edit_source(source, case.edits, case.function)
+
+
+def _span(lines: list[str], function: str | None) -> tuple[int, int]:
+    return function_span(lines, function) if function else (0, len(lines) - 1)
+
+
+def edit_source(source: str, edits: tuple[Edit, ...], function: str | None) -> str:
+    """`source` with `edits` applied in order, each within its own function, else `function`, else
+    the whole file; EditError when one does not apply exactly once or they change nothing."""
     lines = source.split("\n")
-    for edit in case.edits:
-        lo, hi = function_span(lines, case.function)
+    for edit in edits:
+        scope = edit.function or function
+        lo, hi = _span(lines, scope)
+        if edit.op == "delete_function":
+            if lines[hi + 1:hi + 2] == [""]:
+                hi += 1
+            del lines[lo:hi + 1]
+            continue
         if edit.op == "delete" and edit.count > 1:
             found = [i for i in range(lo, hi + 1) if re.search(edit.line, lines[i])]
             if len(found) != edit.count:
@@ -244,16 +264,22 @@ def apply_edits(source: str, case: Case) -> str:
         at = _select(lines, lo, hi, edit)
         if edit.op == "delete":
             del lines[at]
+        elif edit.op == "delete_block":
+            last = next((i for i in range(at, hi + 1) if re.search(edit.through, lines[i])), None)
+            if last is None:
+                raise EditError(f"no line /{edit.through}/ from /{edit.line}/ on")
+            del lines[at:last + 1]
         elif edit.op == "replace":
             if lines[at].count(edit.old) != 1:
                 raise EditError(f"{edit.old!r} occurs {lines[at].count(edit.old)} times in the selected line")
             lines[at] = lines[at].replace(edit.old, edit.new)
         elif edit.op == "move_after":
             moved = lines.pop(at)
-            lo, hi = function_span(lines, case.function)
+            lo, hi = _span(lines, scope)
             lines.insert(_one(lines, lo, hi, edit.to, "target") + 1, moved)
         elif edit.op == "insert_after":
-            indent = re.match(r"\s*", lines[at]).group(0)
+            # a restored line that gives its own indentation keeps it; else it takes the selected line's
+            indent = "" if edit.text[:1].isspace() else re.match(r"\s*", lines[at]).group(0)
             lines.insert(at + 1, indent + edit.text)
         else:
             raise EditError(f"unknown edit {edit.op}")
