@@ -75,7 +75,7 @@ def main() -> int:
                         help="also whole-file lint of each case's buggy file and fixed file (no diff)")
     parser.add_argument("cases", nargs="*", help="case ids (default: all)")
     args = parser.parse_args()
-    chosen = (realbugs.load_validation() if args.validation or args.introduced else
+    chosen = (realbugs.load_validation() if args.validation else
               realbugs.load_cases(realbugs.MUTATIONS if args.mutations else realbugs.CASES))
     cases = [c for c in chosen
              if (not args.kernel or c.kernel == args.kernel) and (not args.cases or c.id in args.cases)]
@@ -86,8 +86,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="realbugs-") as tmp:
         bench = realbugs.Bench(Path(tmp), trees)
         if args.introduced:
-            chosen_ids = {c.id for c in cases}
-            twins = [t for t in introduced.load_introduced() if t.id in chosen_ids]
+            twins = [t for t in introduced.load_introduced()
+                     if (not args.kernel or t.case.kernel == args.kernel) and (not args.cases or t.id in args.cases)]
             return _introduced(bench, twins)
         outcomes = []
         for case in cases:
@@ -176,13 +176,17 @@ def _introduced(bench: realbugs.Bench, twins: list[introduced.Introduced]) -> in
         print(f"  {mark:6}  {twin.case.kernel}  {twin.case.family:8}  {twin.id} (as introduced by {twin.commit[:12]})",
               flush=True)
     counted = [(o, r) for o, r in rows if not o.not_applicable]
+    validation = {c.id for c in realbugs.load_validation()}
     print(f"\n{len(rows)} twins, {len(counted)} replay faithfully; recall per family, as introduced "
           "and (the same cases) as the fix reversed:")
-    for family in (*realbugs.ORDER, "all"):
-        chosen = [(o, r) for o, r in counted if family in ("all", o.case.family)]
-        if chosen:
-            print(f"  {family:9} as introduced {_rate([o for o, _ in chosen]):>10}   "
-                  f"fix reversed {_rate([r for _, r in chosen]):>10}")
+    for name, members in (("validation", lambda o: o.case.id in validation),
+                          ("development", lambda o: o.case.id not in validation)):
+        of_set = [(o, r) for o, r in counted if members(o)]
+        for family in (*realbugs.ORDER, "all") if of_set else ():
+            chosen = [(o, r) for o, r in of_set if family in ("all", o.case.family)]
+            if chosen:
+                print(f"  {name:11} {family:9} as introduced {_rate([o for o, _ in chosen]):>10}   "
+                      f"fix reversed {_rate([r for _, r in chosen]):>10}")
     for outcome, _ in rows:
         if not (outcome.caught and outcome.clean_fix):
             print(f"  {outcome.case.id}: {_why(outcome)}")

@@ -1,6 +1,6 @@
 """Real bugs as their authors wrote them: the change a fix's Fixes: tag names, replayed as patch 1.
 
-A validation case (tests/support/realbugs.py) undoes an upstream fix. Its "as introduced" twin in
+A case (tests/support/realbugs.py) undoes an upstream fix. Its "as introduced" twin in
 fixtures/realbugs/introduced.toml goes one step further back: on the tree with the fix undone it
 also undoes the commit that introduced the bug (`undo`: edits per file, a file that commit created
 left out), and mails a two-patch series on that base:
@@ -13,7 +13,7 @@ introducing commit's diff as mailed (`intro_digest`, realbugs.change_digest), so
 replay a different or partial change. As for the fix digests, no kernel code is stored: only the
 digest, and the few short lines the introducing commit removed that an undo must restore.
 
-`python -m tests.support.introduced FILE` checks a file of such twins on the newest tree at hand:
+`python -m tests.support.introduced FILE` checks a file of such twins on the trees at hand:
 whether each undo applies and its patch 1 matches its digest (printing the diff when not).
 """
 
@@ -40,6 +40,7 @@ class Introduced:
     seen: str
     intro_digest: str
     undo: tuple[realbugs.Edit, ...]
+    note: str | None = None      # where the replay differs from the mail other than in content
 
     @property
     def id(self) -> str:
@@ -52,12 +53,14 @@ class Introduced:
 
 
 def load_introduced(path: Path = INTRODUCED, cases: list[realbugs.Case] | None = None) -> list[Introduced]:
-    """The twins of `path`, each joined to the validation case it names (`of`)."""
-    by_id = {c.id: c for c in (cases if cases is not None else realbugs.load_validation())}
+    """The twins of `path`, each joined to the case it names (`of`): a validation case, or a
+    development one (whose twin is then no more a tuning target than the validation's)."""
+    every = cases if cases is not None else realbugs.load_validation() + realbugs.load_cases()
+    by_id = {c.id: c for c in every}
     twins = []
     for raw in tomllib.loads(path.read_text()).get("case", []):
         undo = tuple(realbugs.Edit(**e) for e in raw.pop("undo"))
-        assert raw["of"] in by_id, f"{raw['of']}: no such validation case"
+        assert raw["of"] in by_id, f"{raw['of']}: no such case"
         assert undo and all(e.file for e in undo), f"{raw['of']}: every undo edit names its file"
         twins.append(Introduced(case=by_id[raw.pop("of")], undo=undo, **raw))
     assert len({t.id for t in twins}) == len(twins), "one twin per case"
@@ -138,14 +141,14 @@ def run(repo: Path, base: str, twin: Introduced, workdir: Path, cache: Path) -> 
 
 
 def main(argv: list[str]) -> int:
-    """Check the twins of a file against the newest tree: undo applies, digest matches."""
+    """Check the twins of a file against their trees: undo applies, digest matches."""
     from tests.support.kernel import base_commit, kernel_repo
 
     path = Path(argv[0]) if argv else INTRODUCED
-    repo = kernel_repo("newest")
-    base = base_commit(repo, "newest")
     bad = 0
     for twin in load_introduced(path):
+        repo = kernel_repo(twin.case.kernel)
+        base = base_commit(repo, twin.case.kernel)
         try:
             before, buggy = versions(repo, base, twin)
         except realbugs.EditError as exc:

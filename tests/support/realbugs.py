@@ -278,8 +278,7 @@ def edit_source(source: str, edits: tuple[Edit, ...], function: str | None) -> s
             lo, hi = _span(lines, scope)
             lines.insert(_one(lines, lo, hi, edit.to, "target") + 1, moved)
         elif edit.op == "insert_after":
-            # a restored line that gives its own indentation keeps it; else it takes the selected line's
-            indent = "" if edit.text[:1].isspace() else re.match(r"\s*", lines[at]).group(0)
+            indent = re.match(r"\s*", lines[at]).group(0)
             lines.insert(at + 1, indent + edit.text)
         else:
             raise EditError(f"unknown edit {edit.op}")
