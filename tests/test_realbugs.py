@@ -124,7 +124,7 @@ def test_introduced_twins_replay_exactly_the_introducing_commit(bench):
     makes exactly that commit's change as mailed (the recorded digest) on the tree at hand, its
     base lacking it; patch 2 is the case's fix. Twins whose code the tree lacks, or that no longer
     replay exactly, are counted apart; most must replay."""
-    assert len(TWINS) >= 8 and all(t.commit and t.seen and t.intro_digest for t in TWINS)
+    assert len(TWINS) >= 15 and all(t.commit and t.seen and t.intro_digest for t in TWINS)
     replaying = []
     for twin in TWINS:
         repo, base = bench.clone(twin.case.kernel)
