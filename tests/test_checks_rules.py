@@ -121,3 +121,16 @@ def test_a_callee_taking_a_lock_its_callers_hold_is_one_finding_with_each_calls_
     assert [(f.line, f.also) for f in found] == [(calls[0], (calls[1],))]
     assert found[0].message == ("cdl_set_mtu() takes the lock cdl_change_mtu() holds since "
                                 f"mutex_lock(&priv->cfg_lock): it deadlocks (also at line {calls[1]})")
+
+
+def test_a_wait_for_a_function_that_takes_the_held_lock_names_that_function():
+    """lock/wait_deadlock.c: free_irq() under cfg_lock waits for the interrupt's thread function,
+    bound by request_threaded_irq() to the same dev_id, whose helper takes cfg_lock (its `priv`
+    declared from the `void *` argument); napi_disable() under a spinlock the poll takes sleeps
+    in atomic context as well."""
+    fixture = FIXTURES / "lock" / "wait_deadlock.c"
+    found = {f.function: f for f in checkfile.check_source(str(fixture), fixture.read_bytes(), {"lock-imbalance"})}
+    assert found["wdl_teardown"].message == ("free_irq() waits for wdl_irq_thread() to finish, which takes "
+                                             "mutex_lock(&priv->cfg_lock) that wdl_teardown() holds here: it deadlocks")
+    assert found["wdl_close"].kind == "waits-for-holder-atomic"
+    assert not {"wdl_stop_ordered", "wdl_clear", "wdl_pause"} & set(found)

@@ -974,6 +974,53 @@ def _file_locks(model: FileModel, callee: Function, caller: Function) -> frozens
     return file_scope_names(model) - _declared_inside(callee) - _declared_inside(caller)
 
 
+# a key that is only a scalar or void type (`int irq`, `void *data`) names no object in particular
+_SCALAR = re.compile(r"^(?:(?:un)?signed\s+|const\s+)*(?:int|long|short|char|bool|void|unsigned|size_t|[us](?:8|16|32|64))?$")
+
+
+def bound_functions(model: FileModel) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(function, registration kind, keys of the objects it is bound to) of each function of the
+    file a registration call binds to an object (kfacts.registration_objects: the work item of
+    INIT_WORK(), an interrupt's number and dev_id), the keys canonical in the registering function."""
+    def compute() -> list[tuple[str, str, tuple[str, ...]]]:
+        objects = kfacts.registration_objects()
+        bound = []
+        for owner in model.functions.values():
+            for call in owner.calls:
+                if call.name not in objects:
+                    continue
+                keys = tuple(model.canonical(owner, call.args[i]) if i < len(call.args) else ""
+                             for i in objects[call.name])
+                for argument, kind in kfacts.registered_by(call.name, call.args):
+                    if argument.lstrip("&") in model.functions:
+                        bound.append((argument.lstrip("&"), kind, keys))
+        return bound
+    return model.memo("locks.bound_functions", compute)
+
+
+def awaited_takes(model: FileModel, function: Function, call: CallSite) -> list[tuple[LockOp, str, str, str]]:
+    """(op, key, spelling, function waited for) of each lock taken for itself (own_takes) by a
+    function of the file that `call` waits to finish (kfacts.waits: cancel_work_sync() of the work
+    item an INIT_WORK() bound it to, free_irq() of the interrupt a request_threaded_irq() did),
+    keyed as that function names it: a lock of the same struct field is the lock the caller holds
+    as lockdep sees it (one class per field)."""
+    waits = kfacts.waits().get(call.name)
+    if waits is None:
+        return []
+    indexes, kinds = waits
+    wanted = tuple(model.canonical(function, call.args[i]) if i < len(call.args) else "" for i in indexes)
+    awaited = sorted({name for name, kind, keys in bound_functions(model)
+                      if kind in kinds and any(a == b and not _SCALAR.match(a) for a, b in zip(wanted, keys))})
+    taken = []
+    for name in awaited:
+        callee = model.functions[name]
+        for op, spelling, argument in own_takes(model, callee):
+            key = lock_key(model, callee, call, op, [argument] * (op.argument + 1))
+            if key is not None:
+                taken.append((op, key, spelling, name))
+    return taken
+
+
 def taken_by_callee(model: FileModel, function: Function, call: CallSite) -> list[tuple[LockOp, str, str | None, str]]:
     """(op, key, variable the caller names it through or None for a global lock, spelling) of each
     lock the function called here takes for itself (own_takes; for a function of another file or a

@@ -344,6 +344,9 @@ class FileModel:
             root, rest = _split_root(key)
             if function is None or root not in function.aliases or function.aliases[root] == key:
                 break
+            # `struct foo *priv = data;` with `void *data`: the declaration says what it points to
+            if function.types.get(function.aliases[root]) == "void" and root in function.types:
+                break
             key = function.aliases[root] + rest
         key = _INDEX.sub("[]", _DEREFERENCED.sub(r"\1", key).replace("->", "."))
         root, rest = _split_root(key)

@@ -172,7 +172,64 @@ def prepare(source: bytes) -> bytes:
     for match in _WORDY_TYPE_ARGUMENT.finditer(text):
         start, end = match.span(1)
         out[start:end] = re.sub(rb"[ \t]", b"_", source[start:end])
+    _never_compiled(out)
     return bytes(out)
+
+
+_MACRO = re.compile(rb"^[ \t]*#[ \t]*(define|undef)[ \t]+(\w+)", re.M)
+_NEGATED = re.compile(rb"^!\s*defined\s*\(?\s*(\w+)\s*\)?$")
+_AFFIRMED = re.compile(rb"^defined\s*\(?\s*(\w+)\s*\)?$")
+
+
+def _condition(word: bytes, condition: bytes, defined: set[bytes]) -> bool | None:
+    """Whether a conditional's first branch is compiled, where the file alone decides it: `#if 0`,
+    `#if 1`, and `#ifdef`/`#ifndef`/`#if [!]defined()` of a macro the file defines above outside
+    any conditional (one it does not define may come from a header or the build: undecided)."""
+    condition = condition.split(b"/*")[0].split(b"//")[0].strip()
+    if word == b"if" and condition in (b"0", b"1"):
+        return condition == b"1"
+    name, compiled_if_defined = None, True
+    if word in (b"ifdef", b"ifndef"):
+        name, compiled_if_defined = condition, word == b"ifdef"
+    elif word == b"if" and (match := _NEGATED.match(condition) or _AFFIRMED.match(condition)):
+        name, compiled_if_defined = match.group(1), match.re is _AFFIRMED
+    if name is None or name not in defined:
+        return None
+    return compiled_if_defined
+
+
+def _never_compiled(out: bytearray) -> None:
+    """Branches of conditionals the preprocessor never compiles (see _condition) become blanks:
+    `#ifndef final_version` after the file's own `#define final_version` holds no code."""
+    text = bytes(out)
+    events = sorted([(m.start(), m) for m in _DIRECTIVE.finditer(text)] +
+                    [(m.start(), m) for m in _MACRO.finditer(text)], key=lambda event: event[0])
+    defined: set[bytes] = set()
+    stack: list[list] = []   # per open conditional: [state, where its dead text starts]
+    for _, match in events:
+        word = match.group(1)
+        dead = any(state in ("dead", "dead-after") for state, _ in stack)
+        if word in (b"define", b"undef"):
+            if not stack:
+                (defined.add if word == b"define" else defined.discard)(match.group(2))
+            continue
+        if word in (b"if", b"ifdef", b"ifndef"):
+            compiled = None if dead else _condition(word, match.group(0)[match.end(1) - match.start():], defined)
+            stack.append(["dead", match.end()] if compiled is False else
+                         ["live-first", None] if compiled is True else ["open", None])
+        elif not stack:
+            continue
+        elif word in (b"else", b"elif"):
+            state, since = stack[-1]
+            if state == "dead":
+                _blank(out, since, match.start())
+                stack[-1] = ["open", None]
+            elif state == "live-first":
+                stack[-1] = ["dead-after", match.end()]
+        elif word == b"endif":
+            state, since = stack.pop()
+            if state in ("dead", "dead-after"):
+                _blank(out, since, match.start())
 
 
 # Words that open a statement with a parenthesis and are not macros.

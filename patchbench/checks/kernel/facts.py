@@ -255,6 +255,18 @@ def registered_by(name: str, args: list[str]) -> list[tuple[str, str]]:
     return found
 
 
+@lru_cache(maxsize=1)
+def registration_objects() -> dict[str, tuple[int, ...]]:
+    """Registration call -> the argument indexes of the objects it binds its functions to."""
+    return {name: tuple(indexes) for name, indexes in table()["registration"]["objects"].items()}
+
+
+@lru_cache(maxsize=1)
+def waits() -> dict[str, tuple[tuple[int, ...], frozenset[str]]]:
+    """Waiter -> (argument indexes of the objects it waits on, the registration kinds it waits for)."""
+    return {name: (tuple(entry[0]), frozenset(entry[1])) for name, entry in table()["waits"]["calls"].items()}
+
+
 def registration_fields() -> dict[str, str]:
     return table()["registration"]["fields"]
 

@@ -23,6 +23,13 @@ MESSAGES = {
     "taken-twice": "{call}({args}) takes a lock {function}() already holds on this path: it deadlocks",
     "callee-takes-held": "{callee}() takes the lock {function}() holds since {lock}: it deadlocks",
     "callee-takes-entry-lock": "{callee}() takes {lock}, which every way into {function}() holds: it deadlocks",
+    "waits-for-holder": "{call}() waits for {awaited}() to finish, which takes {lock} that {function}() "
+                        "holds here: it deadlocks",
+    "waits-for-holder-atomic": "{call}() may sleep, and {function}() holds {lock} here, which {awaited}(), "
+                               "the function it waits for, takes too: a sleep in atomic context, and a "
+                               "deadlock where {awaited}() runs on another CPU",
+    "waits-for-itself": "{call}() in {function}() waits for {function}() itself to finish (it holds "
+                        "{lock}): it never returns",
     "released-unheld": "{call}({args}) releases a lock {function}() takes, on a path where it was not "
                        "taken (or was released already)",
 }
