@@ -259,3 +259,16 @@ def test_an_open_calling_a_function_of_another_file_that_takes_rtnl_is_reported_
     assert [(f.line, f.message) for f in found] == [
         (line, "pcfg_commit() takes RTNL, which every way into pcfg_ndo_open() holds: it deadlocks")]
     assert not [f for f in lint([str(path)], jobs=1) if f.rule == "lock-imbalance"]
+
+
+def test_a_header_accessor_rtnl_also_satisfies_is_a_need_of_callers_holding_neither(tree):
+    """lib/cfg_user.c calls include/wrap_walk.h's wrap_table_cfg_rtnl() (rcu_dereference_rtnl())
+    from work items: `check` reports the one holding neither a reader nor RTNL; `lint` of the
+    tree leaves such needs read from afar alone (docs/rules.md, the call index)."""
+    index = callindex.from_files(tree, 1)
+    assert index.need_of("wrap_table_cfg_rtnl")[:2] == ("rcu_dereference_rtnl", "include/wrap_walk.h")
+    path = tree / "lib" / "cfg_user.c"
+    context = TreeContext(index, tree, series=True)
+    found = checkfile.check_source(str(path), path.read_bytes(), {"rcu-deref-unprotected"}, context=context)
+    assert [f.function for f in found] == ["cfg_user_bare"]
+    assert not [f for f in lint([str(path)], jobs=1) if f.rule == "rcu-deref-unprotected"]

@@ -12,7 +12,7 @@ from patchbench.checks.kernel import facts as kfacts
 
 
 # Bump when scan() changes what it records: every stored scan and index is then rebuilt.
-SCAN_VERSION = 19
+SCAN_VERSION = 20
 
 
 FAMILIES = ("rcu", "rcu_bh", "rcu_sched", "srcu", "bh", "preempt", "irq", "spin", "rtnl")
@@ -489,8 +489,9 @@ def _reads() -> dict[bytes, int | None]:
     """RCU read primitives that need a reader held -> the index of their lockdep condition
     argument (a read given one is checked against its lock, not a caller's section), from the
     facts table: rcu_dereference*, srcu_dereference, list_first_or_null_rcu and the list walks
-    given no lockdep condition. Not _protected, nor the forms RTNL also satisfies
-    (rcu_dereference_rtnl: its callers hold one or the other). A walk accepts the update-side
+    given no lockdep condition, and the forms RTNL also satisfies (rcu_dereference_rtnl(): a
+    caller holding neither needs one; judged by `check` only, see functions.callee_needs). Not
+    _protected. A walk accepts the update-side
     lock as well as a reader, but a need is passed only to callers holding neither a reader, RTNL
     nor any named lock at the call, and judged where the chain's entry is known. The list
     accessors and walks are reads the update-side lock satisfies only where the analysis sees it
@@ -498,7 +499,7 @@ def _reads() -> dict[bytes, int | None]:
     core function that calls the op)."""
     readers = kfacts.readers()
     return {name.encode(): need.condition_arg for name, need in kfacts.dereferences().items()
-            if need.strict & readers and "rtnl" not in need.strict}
+            if need.strict & readers}
 
 
 @lru_cache(maxsize=1)
