@@ -43,7 +43,7 @@ class CallIndex:
     _entries: dict = field(default_factory=dict, repr=False)
     _scans: dict = field(default_factory=dict, repr=False)
     _sites: dict = field(default_factory=dict, repr=False)   # number -> (its scan, callee -> sites)
-    _needing: frozenset | None = field(default=None, repr=False)
+    _needing: dict = field(default_factory=dict, repr=False)   # with the RTNL-satisfied reads or not -> names
     _connection: tuple = field(default=(), repr=False)    # (pid, sqlite3.Connection)
     # answers already given: the rules ask about the same names for every function of a file
     _answers: dict = field(default_factory=dict, repr=False)
@@ -158,25 +158,29 @@ class CallIndex:
             by_callee = _remember(self._sites, number, (scan, table))
         return list(by_callee[1].get(name, ()))
 
-    def calls_a_need(self, source: bytes) -> bool:
+    def calls_a_need(self, source: bytes, rtnl_satisfied: bool = True) -> bool:
         """Whether a file's text calls a function that needs an RCU read-side section on entry: a
-        file that mentions no RCU at all may still call one."""
-        if self._calls_a_need and self._calls_a_need[0] is source:   # asked again of the same file
-            return self._calls_a_need[1]
+        file that mentions no RCU at all may still call one. Without `rtnl_satisfied`, needs RTNL
+        also satisfies (rcu_dereference_rtnl(): judged by `check` only) do not count."""
+        if self._calls_a_need and self._calls_a_need[:2] == (source, rtnl_satisfied):   # asked again
+            return self._calls_a_need[2]
         # its words first, calls only if one is named: most files name none, and splitting the text
         # into words costs a quarter of finding its calls
-        needing = self.needing()
+        needing = self.needing(rtnl_satisfied)
         answer = not needing.isdisjoint(source.translate(_WORDS_ONLY).split()) and \
             not needing.isdisjoint(_CALL.findall(source))
-        self._calls_a_need = (source, answer)
+        self._calls_a_need = (source, rtnl_satisfied, answer)
         return answer
 
-    def needing(self) -> frozenset[bytes]:
-        """The names of every function that needs an RCU read-side section on entry."""
-        if self._needing is None:
-            self._needing = frozenset(name.encode("latin-1") for (name,) in
-                                      self._query("SELECT DISTINCT name FROM needs"))
-        return self._needing
+    def needing(self, rtnl_satisfied: bool = True) -> frozenset[bytes]:
+        """The names of every function that needs an RCU read-side section on entry (without
+        `rtnl_satisfied`: leaving out those whose read RTNL also satisfies)."""
+        if rtnl_satisfied not in self._needing:
+            left_out = [] if rtnl_satisfied else sorted(kfacts.rtnl_satisfied_reads())
+            where = f" WHERE primitive NOT IN ({', '.join('?' * len(left_out))})" if left_out else ""
+            self._needing[rtnl_satisfied] = frozenset(
+                name.encode("latin-1") for (name,) in self._query("SELECT DISTINCT name FROM needs" + where, *left_out))
+        return self._needing[rtnl_satisfied]
 
     def need_of(self, name: str) -> tuple[str, str, int, str] | None:
         """(primitive, path of the read, its line, callee it is reached through or "") when every

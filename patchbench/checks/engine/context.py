@@ -128,7 +128,7 @@ class TreeContext:
     def calls_a_need(self, source: bytes) -> bool:
         """Whether a file's text calls a function the index knows to need an RCU read-side
         section on entry; False without an index."""
-        return self.index is not None and self.index.calls_a_need(source)
+        return self.index is not None and self.index.calls_a_need(source, self.reports_unknown())
 
     def field_beliefs(self, path: str, key: str) -> FieldBelief:
         """What the other files of `path`'s directory say of the RCU field `key` ("type.member"):

@@ -256,6 +256,12 @@ def registered_by(name: str, args: list[str]) -> list[tuple[str, str]]:
 
 
 @lru_cache(maxsize=1)
+def rtnl_satisfied_reads() -> frozenset[str]:
+    """The read primitives RTNL satisfies as well as a reader (rcu_dereference_rtnl())."""
+    return frozenset(name for name, need in dereferences().items() if "rtnl" in need.strict and need.strict - {"rtnl"})
+
+
+@lru_cache(maxsize=1)
 def registration_objects() -> dict[str, tuple[int, ...]]:
     """Registration call -> the argument indexes of the objects it binds its functions to."""
     return {name: tuple(indexes) for name, indexes in table()["registration"]["objects"].items()}

@@ -383,7 +383,7 @@ def callee_needs(model: FileModel) -> dict[str, P.Need]:
             continue
         primitive, path, line, via = summary
         read = P.DEREFERENCES.get(primitive, P.HELPER_NEED)
-        if "rtnl" in read.strict and not model.context.reports_unknown():
+        if primitive in kfacts.rtnl_satisfied_reads() and not model.context.reports_unknown():
             # a read RTNL also satisfies (rcu_dereference_rtnl()) is judged from afar by `check`
             # only: in `lint` of a tree its one finding was false (a header inline's branch the
             # caller never takes, nexthop_num_path() under `fi->nh`), and 6.1 is at the cap
