@@ -490,7 +490,7 @@ def _reads() -> dict[bytes, int | None]:
     argument (a read given one is checked against its lock, not a caller's section), from the
     facts table: rcu_dereference*, srcu_dereference, list_first_or_null_rcu and the list walks
     given no lockdep condition, and the forms RTNL also satisfies (rcu_dereference_rtnl(): a
-    caller holding neither needs one; judged by `check` only, see functions.callee_needs). Not
+    caller holding neither needs one; judged by `check` only, see TreeContext.need). Not
     _protected. A walk accepts the update-side
     lock as well as a reader, but a need is passed only to callers holding neither a reader, RTNL
     nor any named lock at the call, and judged where the chain's entry is known. The list

@@ -383,11 +383,6 @@ def callee_needs(model: FileModel) -> dict[str, P.Need]:
             continue
         primitive, path, line, via = summary
         read = P.DEREFERENCES.get(primitive, P.HELPER_NEED)
-        if primitive in kfacts.rtnl_satisfied_reads() and not model.context.reports_unknown():
-            # a read RTNL also satisfies (rcu_dereference_rtnl()) is judged from afar by `check`
-            # only: in `lint` of a tree its one finding was false (a header inline's branch the
-            # caller never takes, nexthop_num_path() under `fi->nh`), and 6.1 is at the cap
-            continue
         through = f"through {via}(), " if via else ""
         directory = os.path.dirname(path)
         own_data = here == directory or here.endswith(os.sep + directory)
