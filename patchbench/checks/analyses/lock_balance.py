@@ -375,8 +375,8 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary, rule: ModuleT
         states = summary.result.states_at(call)
         # ("caller", key): held on entry, asserted, or released unheld earlier on this path (the
         # earlier release is the one reported). Only the error-path shape is reported: a release
-        # under a label that a path reaches without holding the lock (never taken, or released
-        # already); loops and correlated conditions the walk cannot follow leave other shapes
+        # under a label or after a switch that a path reaches without holding the lock (never
+        # taken, or released already); loops and correlated conditions the walk cannot follow leave other shapes
         # too uncertain.
         flags = _flag_guards(model, function, call)
         if key in owned and flags:
@@ -385,7 +385,7 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary, rule: ModuleT
         # "released already" only for a lock always named and taken the same way: hslot->lock
         # and hslot2->lock are one typed key, and releasing one does not release the other
         once = len(named.get(key, ())) == 1 and len(spellings.get(key, ())) == 1
-        if _on_labelled_exit(function, call) and any(
+        if _on_joined_exit(function, call) and any(
                 ("held", key) not in state and ("caller", key) not in state
                 and ("maybe", key) not in state
                 and (once or ("released", key) not in state)
@@ -400,7 +400,7 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary, rule: ModuleT
             findings.append(registry.finding(
                 rule, model, call.node, function.name, "released-unheld",
                 because=(f"lock {key}: first taken by {function.name}() itself, so not its caller's",
-                         "a path reaches this release under its label without holding it",
+                         "a path reaches this release, where jumps join (a label, a switch's end), without holding it",
                          *calling.explain(model, function.name)),
                 call=call.name, args=", ".join(call.args), function=function.name))
     return findings
@@ -497,11 +497,29 @@ def _flags(model: FileModel, function: Function) -> set[str]:
             if squeeze(model.text(node.child_by_field_name("right"))) in flow.KNOWN_TRUTH}
 
 
-def _on_labelled_exit(function: Function, call) -> bool:
-    """The call follows a label of the function with no return between them (`out_unlock:`)."""
+def _on_joined_exit(function: Function, call) -> bool:
+    """The call follows, with no return between them, a point where jumps join: a label
+    (`out_unlock:`), or the end of a switch the cases of which `break` to (a setsockopt's
+    common exit after `case X: if (!ok) { err = -EPERM; break; }`)."""
     labelled, returns = function.labels_and_returns
-    labels = [node.start_byte for node in labelled]
-    return any(label < call.start and not any(label < r < call.start for r in returns) for label in labels)
+    joins = [node.start_byte for node in labelled]
+    joins += [node.end_byte for node in function.shapes.get("switch", [])
+              if node.end_byte <= call.start and not _looped_apart(node, call.node)]
+    return any(join < call.start and not any(join < r < call.start for r in returns) for join in joins)
+
+
+_LOOPS = frozenset({"for_statement", "while_statement", "do_statement"})
+
+
+def _looped_apart(switch, call) -> bool:
+    """A loop holds the switch but not the call: its cases' breaks join inside the loop, whose
+    other iterations (another object's lock and unlock) the walk folds into one state."""
+    node = switch.parent
+    while node is not None and not (node.start_byte <= call.start_byte and call.end_byte <= node.end_byte):
+        if node.type in _LOOPS:
+            return True
+        node = node.parent
+    return False
 
 
 def _intended(model: FileModel, function: Function, key: str, holding, releasing) -> bool:

@@ -37,6 +37,7 @@ from patchbench.checks.engine.context import ALONE, TreeContext
 _SHAPES = cparse.query("""
 (labeled_statement) @label
 (return_statement) @return
+(switch_statement) @switch
 (assignment_expression) @assignment
 (init_declarator) @declarator
 (update_expression) @update
@@ -166,7 +167,8 @@ class Function:
 
     @cached_property
     def shapes(self) -> dict[str, list[tree_sitter.Node]]:
-        """The body's labeled statements ("label"), returns ("return"), assignments ("assignment"),
+        """The body's labeled statements ("label"), returns ("return"), switches ("switch"),
+        assignments ("assignment"),
         initialised declarators ("declarator"), updates ("update": `n++`), call arguments that are
         `&x` or `*p` ("address") and comma lists in parentheses ("cursor": an iterator head), found
         once by one query: every walk of the function and several rules ask."""
