@@ -82,7 +82,7 @@ class Case:
     edits: tuple[Edit, ...]
     origin: str = "upstream"
     commit: str | None = None
-    report_function: str | None = None   # where the finding belongs when not in `function` (a queue stop)
+    report_function: str | None = None   # where else the finding may be: the stop of a queue whose wake `function` lost
     setup: str | None = None     # a named prerequisite commit (tests/support/ring_series.py) under the series
     xfail: str | None = None     # why the checker does not catch it yet (the test then expects a miss)
     note: str | None = None
@@ -335,14 +335,20 @@ def run_check(series: Path, repo: Path, cache: Path) -> dict:
     raise RuntimeError(f"patchbench check exited {proc.returncode}: {proc.stderr.strip()[-400:]}")
 
 
+def _where(case: Case) -> set[str]:
+    """The functions a finding of the bug may be in: the one the fix changes (a finding at the
+    changed line), and for a queue the one stopping it (the rule's finding on the stop)."""
+    return {case.function} | ({case.report_function} if case.report_function else set())
+
+
 def judge(case: Case, report: dict) -> Outcome:
     applied = [p for p in report.get("patches", []) if p.get("applied", True)]
     if len(report.get("patches", [])) != 2 or len(applied) != 2:
         return Outcome(case, False, error=f"series did not apply: {report.get('failed')}")
     patch1 = [f for f in report["findings"] if f.get("patch") == 1]
     on_fix = [f for f in report["findings"] if f.get("patch") == 2]
-    where = case.report_function or case.function
-    caught = any(f["rule"] == case.rule and f["file"] == case.file and f["function"] == where for f in patch1)
+    where = _where(case)
+    caught = any(f["rule"] == case.rule and f["file"] == case.file and f["function"] in where for f in patch1)
     return Outcome(case, caught, patch1, on_fix)
 
 
@@ -363,10 +369,10 @@ def lint_of_case(repo: Path, base: str, case: Case, jobs: int = 1) -> tuple[bool
     fixed = git(repo, "show", f"{base}:{case.file}") + "\n"
     context = TreeContext(callindex.from_git(open_repository(repo), base, jobs))
     rules = set(registry.default_rule_ids(lint=True)) | {case.rule}
-    where = case.report_function or case.function
+    where = _where(case)
 
     def reported(text: str) -> bool:
-        return any(f.rule == case.rule and f.function == where
+        return any(f.rule == case.rule and f.function in where
                    for f in checkfile.check_source(case.file, text.encode(), rules, context=context))
 
     return reported(apply_edits(fixed, case)), reported(fixed)
