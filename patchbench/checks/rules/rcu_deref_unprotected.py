@@ -39,6 +39,8 @@ MESSAGES = {
     "callee-needs-by-name": "{call}() needs an RCU read-side section and is called outside one" + _BY_NAME,
     "callee-needs-by-name-unknown-entry": "{call}() needs an RCU read-side section and is called outside "
                                           "one" + _BY_NAME + _UNKNOWN_ENTRY,
+    "callee-under-rtnl": "{call}() needs an RCU read-side section and is called under RTNL only{reason}: "
+                         "RTNL keeps what it reads alive, but lockdep reports the read (PROVE_RCU)",
     "under-rtnl": "{call}() under RTNL without {section} (lockdep splat): RTNL is the update side, "
                   "use rtnl_dereference() or rcu_dereference_rtnl()",
     "other-flavour": "{call}() without {section}: only another RCU flavour protects it (lockdep splat)",
@@ -166,6 +168,8 @@ def _message(site: A.Site, worst: str) -> tuple[str, dict[str, str]]:
     unknown = "-unknown-entry" if worst == "unknown" else ""
     entry = {"function": site.function.function.name} if unknown else {}
     if call.name not in P.DEREFERENCES:
+        if worst == "weak":
+            return "callee-under-rtnl", {"call": call.name, "reason": need.reason}
         named = "-by-name" if need.named else ""
         return "callee-needs" + named + unknown, {"call": call.name, "reason": need.reason, **entry}
     if worst == "rtnl":

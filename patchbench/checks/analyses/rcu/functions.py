@@ -386,8 +386,13 @@ def callee_needs(model: FileModel) -> dict[str, P.Need]:
         through = f"through {via}(), " if via else ""
         directory = os.path.dirname(path)
         own_data = here == directory or here.endswith(os.sep + directory)
-        found[name] = P.Need(read.strict | read.weak | ({"rtnl"} if not own_data else set()),
-                             frozenset(), None, read.section, False, own_data,
+        # RTNL, the update side of most netdev data, keeps what the callee reads alive; lockdep
+        # accepts it only for the reads that name it (rcu_dereference_rtnl()): under RTNL alone a
+        # plain read or walk splats (PROVE_RCU, PROVE_RCU_LIST), a warning
+        rtnl_named = primitive in kfacts.rtnl_satisfied_reads()
+        found[name] = P.Need(read.strict | read.weak | ({"rtnl"} if not own_data and rtnl_named else set()),
+                             frozenset({"rtnl"}) if not own_data and not rtnl_named else frozenset(),
+                             None, read.section, False, own_data,
                              f" ({through}{primitive}() at {path}:{line})")
     return found
 
