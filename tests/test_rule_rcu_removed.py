@@ -228,5 +228,20 @@ def test_dev_net_taken_out_of_the_section_that_still_stands():
     assert [f.message.split(":")[0] for f in routed] == ["skb_dst_dev_net() needs an RCU read-side section"]
 
 
+def test_dev_net_hoisted_by_the_patch_that_removes_the_section():
+    """The patch removes the section and reads the namespace in the declarations instead of
+    `dev_net_rcu()` inside it (the shape of the code before the 2025 "use RCU protection in ..."
+    fixes): the hoisted read lies outside the lines the section covered, and is judged all the
+    same; a read the parent made outside the section too is not."""
+    old = HOISTED % ("", "\tnet = dev_net_rcu(skb->dev);\n")
+    new = HOISTED.replace("\trcu_read_lock();\n", "").replace("\trcu_read_unlock();\n", "") % (" = dev_net(skb->dev)", "")
+    found = [f for f in checkfile.check_model(_model(new, old), {DEREF}) if "this patch removes" in f.message]
+    assert [(f.function, f.line - HEADER.count("\n")) for f in found] == [("demo_send", 4)]
+    assert found[0].message.startswith("dev_net() needs an RCU read-side section: this patch removes the "
+                                       "rcu_read_lock() section that covered it")
+    always = HOISTED % (" = dev_net(skb->dev)", "")
+    assert not [f for f in checkfile.check_model(_model(new, always), {DEREF}) if "this patch removes" in f.message]
+
+
 def _moved(old: str, new: str) -> list:
     return [f for f in checkfile.check_model(_model(new, old), {DEREF}) if "this patch moves" in f.message]

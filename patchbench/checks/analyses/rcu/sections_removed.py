@@ -3,7 +3,8 @@ in the patch's parent (`FileModel.previous`) than they have now, and the lines o
 removed sections covered (the parent's lines from its first open to its last close, mapped by a
 line diff of the function). What those lines need is judged in rcu_removed.
 
-A patch that keeps the section but takes a read out of it does the same to that read: where the
+A patch that keeps the section but takes a read out of it does the same to that read (and one that
+removes the section judges such a read it wrote outside the lines it covered too): where the
 parent read a `[rcu.removal]` call (or its checked form, `dev_net_rcu()` for `dev_net()`) inside
 its sections more often than the patch does, the reads of it the patch wrote outside them are
 what the section no longer covers (`struct net *net = dev_net(dev);` hoisted to the declarations,
@@ -87,7 +88,10 @@ def _removed(model: FileModel) -> dict[str, Removed]:
         covered_old = set()
         for family in lost:
             covered_old.update(_span(old, family, before[family]))
-        covered = _map(old_lines, old, new_lines, function, covered_old)
+        # and the reads the patch wrote elsewhere for those it took out with the section (the
+        # parent's `net = dev_net_rcu(dev)` inside it, hoisted to `struct net *net = dev_net(dev);`)
+        covered = _map(old_lines, old, new_lines, function, covered_old) | \
+            _moved_out(old_lines, old, before, new_lines, function, now)
         if covered:
             opener = before[lost[0]][0].name
             found[name] = Removed(frozenset(lost), frozenset(covered), opener)
