@@ -214,4 +214,4 @@ def test_lint_text_quotes_the_return_and_the_lock_it_still_holds(tmp_path, capsy
     assert [int(n) for n, _ in quoted] == [38, 30]
     assert [code for _, code in quoted] == [lines[37].expandtabs(8), lines[29].expandtabs(8)]
     assert "lock taken:" in block and "mutex_lock(&d->cfg_mutex)" in quoted[1][1]
-    assert re.search(rf"^Checked 1 C file, {len(registry.default_rule_ids(lint=True))} rules in \d+\.\d s: 8 findings\.$", text, re.M)
+    assert re.search(rf"^Checked 1 C file, {len(registry.default_rule_ids(lint=True))} rules in \d+\.\d s: 10 findings\.$", text, re.M)

@@ -353,6 +353,7 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary, rule: ModuleT
     owned = {key for key, action in first.items() if action in ("acquire", "try", "try_fail")
              and key in _GLOBAL_KEYS and key not in taken and _entry_holding(model, function.name, key) is False}
     taken |= owned
+    early = _taken_later(model, summary, transfer, first)
     named: dict[str, set[str]] = {}   # key -> the argument texts naming it
     spellings: dict[str, set[str]] = {}   # key -> the acquiring spellings (down_read and down_write)
     for call in function.calls:
@@ -367,11 +368,26 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary, rule: ModuleT
     reported = set()
     for call in function.calls:
         found = transfer.op(call)
-        if found is None or found[0].action != "release" or found[1] not in taken or found[1] in reported:
+        if found is None or found[0].action != "release":
             continue
-        key = found[1]
+        if found[1] in early and found[1] not in reported:
+            finding = _early_release(model, summary, rule, call, found[1], early[found[1]],
+                                     _caller_held(model, function, transfer, found[1]))
+            if finding is not None:
+                reported.add(found[1])
+                findings.append(finding)
+            continue
+        key = _taken_key(found[0], found[1], taken)
+        if key is None or key in reported:
+            continue
         if _returned_locked(model, function, call, found[0]):
             continue
+        # the names the released object goes by here: the one it was taken as and the one
+        # released (`lock_sock(sk)` ... `release_sock(sock->sk)`); released through another
+        # expression than the one taking it, also the one it is held on as once that variable
+        # was given another value (`sk = ERR_PTR(-EBUSY)`: "sock:sock'")
+        names = {key, found[1]}
+        holding = names | ({key + "'"} if key != found[1] else set())
         states = summary.result.states_at(call)
         # ("caller", key): held on entry, asserted, or released unheld earlier on this path (the
         # earlier release is the one reported). Only the error-path shape is reported: a release
@@ -384,15 +400,15 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary, rule: ModuleT
         callers = _caller_held(model, function, transfer, key)
         # "released already" only for a lock always named and taken the same way: hslot->lock
         # and hslot2->lock are one typed key, and releasing one does not release the other
-        once = len(named.get(key, ())) == 1 and len(spellings.get(key, ())) == 1
+        once = len(set().union(*(named.get(name, ()) for name in names))) == 1 and \
+            len(set().union(*(spellings.get(name, ()) for name in names))) == 1
         if _on_joined_exit(function, call) and any(
-                ("held", key) not in state and ("caller", key) not in state
-                and ("maybe", key) not in state
-                and (once or ("released", key) not in state)
+                not any((fact, name) in state for fact in ("held", "caller", "maybe") for name in holding)
+                and (once or not any(("released", name) in state for name in names))
                 # a section is reported released twice, never as not opened: `#if A || B` opens
                 # it and `#ifdef A` jumps to its end, which the walk cannot tell apart
                 and (key not in _SECTIONS or ("released", key) in state)
-                and not any(fact[0] == "implied" and fact[1] == key for fact in state)
+                and not any(fact[0] == "implied" and fact[1] in names for fact in state)
                 and all(("set", flag) in state for flag in flags)
                 and not any(("branch", text, truth) in state for text, truth in callers)
                 for state in states):
@@ -404,6 +420,70 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary, rule: ModuleT
                          *calling.explain(model, function.name)),
                 call=call.name, args=", ".join(call.args), function=function.name))
     return findings
+
+
+def _taken_later(model: FileModel, summary: summaries.Summary, transfer: locks.LockTransfer,
+                 first: dict[str, str]) -> dict[str, int]:
+    """Named locks the function releases before it first takes them, in source order, that it
+    takes exclusively where no path has released or asserted them first (key -> the start of
+    its first take): a caller holding one would deadlock there, so no caller does, and a release
+    before any take is of a lock nobody holds (an early exit unlocking what only a later path
+    takes). Not sch_direct_xmit's shape: there every take follows the release of the caller's."""
+    takes: dict[str, list] = {}
+    for call in summary.function.calls:
+        found = transfer.op(call)
+        if found is not None and first.get(found[1]) == "release" and found[1] not in _GLOBAL_KEYS:
+            takes.setdefault(found[1], []).append((call, found[0]))
+    later = {}
+    for key, ops in takes.items():
+        acquires = [call for call, op in ops if op.action == "acquire"]
+        if not acquires or not all(_exclusive(call.name, op) for call, op in ops if op.action != "release"):
+            continue
+        if any((fact, key) in state for call in acquires for state in summary.result.states_at(call)
+               for fact in ("caller", "held", "maybe")):
+            continue
+        later[key] = min(call.start for call in acquires)
+    return later
+
+
+def _early_release(model: FileModel, summary: summaries.Summary, rule: ModuleType, call, key: str,
+                   taken_at: int, callers: set[tuple[str, bool]]) -> Finding | None:
+    """A release of a lock of _taken_later before its first take, outside any loop (where a
+    take later in the body may come first), that no path reaches holding it."""
+    function = summary.function
+    if call.start > taken_at or _in_loop(call.node, function):
+        return None
+    states = summary.result.states_at(call)
+    if not states or any((fact, key) in state for state in states for fact in ("held", "caller", "maybe")) or \
+            any(("branch", text, truth) in state for state in states for text, truth in callers):
+        return None
+    return registry.finding(
+        rule, model, call.node, function.name, "released-unheld",
+        because=(f"lock {key}: taken by {function.name}() itself where no path released it first, so "
+                 "no caller holds it (it would deadlock there)",
+                 "this release comes before any take of it: no path reaches it holding the lock",
+                 *calling.explain(model, function.name)),
+        call=call.name, args=", ".join(call.args), function=function.name)
+
+
+def _in_loop(node, function: Function) -> bool:
+    while node is not None and node != function.body:
+        if node.type in _LOOPS:
+            return True
+        node = node.parent
+    return False
+
+
+def _taken_key(op, key: str, taken: set[str]) -> str | None:
+    """The key of the function's own lock a release names: its own key, or for an object lock
+    named otherwise than where it was taken (`release_sock(sock->sk)` after `lock_sock(sk)`),
+    the one object of that kind the function takes (LockTransfer.same_object's reading)."""
+    if key in taken:
+        return key
+    if op.key != "object":
+        return None
+    same = [name for name in taken if name.startswith(f"{op.kind}:")]
+    return same[0] if len(same) == 1 else None
 
 
 # Global locks a registration's calling context says are held or not (kfacts.Context.locks).

@@ -839,9 +839,32 @@ def _read_tag(function: Function, condition: tree_sitter.Node) -> tuple[str, boo
         # a != b: not a == b; a >= b: not a < b; a <= b: not a > b
         left = squeeze(_text(node.child_by_field_name("left")))
         right = squeeze(_text(node.child_by_field_name("right")))
-        text, same = _relation(left, cparse.operator(node), right)
+        operator = cparse.operator(node)
+        zero = _truth_test(function, left, operator, right)
+        if zero is not None:   # x != 0, x == NULL, u > 0 for an unsigned u: the test of x itself
+            return zero[0], truth if zero[1] else not truth
+        text, same = _relation(left, operator, right)
         truth = truth if same else not truth
     return text, truth
+
+
+_ZERO = frozenset({"0", "NULL", "false"})
+_UNSIGNED = re.compile(r"^(__)?u(8|16|32|64)$|^unsigned\b|^size_t$|^bool$")
+
+
+def _truth_test(function: Function, left: str, operator: str, right: str) -> tuple[str, bool] | None:
+    """(x, truth) when `left operator right` is a test of x's truth in C: x != 0 (true), x == 0 or
+    x == NULL (false), and for a variable of unsigned type u > 0 (true), either side the zero:
+    tagged as `x` and `!x` are, so the tests of one flag correlate however they are spelt."""
+    if left in _ZERO and right not in _ZERO:
+        left, right, operator = right, left, {"<": ">", ">": "<"}.get(operator, operator)
+    if right not in _ZERO:
+        return None
+    if operator in ("==", "!="):
+        return left, operator == "!="
+    if operator == ">" and right == "0" and _UNSIGNED.match(function.types.get(left, "")):
+        return left, True
+    return None
 
 
 @dataclass(frozen=True)
