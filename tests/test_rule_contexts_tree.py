@@ -287,3 +287,16 @@ def test_a_walk_from_afar_under_rtnl_alone_is_a_lockdep_warning(tree):
         assert [(f.function, f.severity) for f in found] == [("port_count_rtnl", "warning")]
         assert found[0].message.startswith("wrap_for_each_port() needs an RCU read-side section and is "
                                            "called under RTNL only")
+
+
+def test_a_lock_wrapper_macro_of_a_header_takes_its_lock(tree):
+    """include/pcfg.h's pcfg_port_lock() and pcfg_port_unlock() are macros around the port's
+    mutex: the index records them as wrappers, as it does functions, so block/pcfg_scan.c's
+    early return with the port locked is reported and its balanced twin is not."""
+    index = callindex.from_files(tree, 1)
+    assert index.wrapper_of("pcfg_port_lock") == [["p"], [["mutex_lock", "&(p)->lock"]]]
+    assert index.wrapper_of("pcfg_port_unlock") == [["p"], [["mutex_unlock", "&(p)->lock"]]]
+    found = lint([str(tree / "block")], jobs=1)
+    assert [(f.function, f.rule, f.message) for f in found] == [
+        ("pcfg_scan_rate", "lock-imbalance",
+         "pcfg_port_lock(port) taken in pcfg_scan_rate() is still held at this return (released on other paths)")]

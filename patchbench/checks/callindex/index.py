@@ -118,6 +118,18 @@ class CallIndex:
         return json.loads(found[0][0]) if found else None
 
     @cached_property
+    def taking_wrappers(self) -> tuple[str, ...]:
+        """The header wrappers (functions and macros) and global .c-file wrappers that leave a
+        lock taken in their caller (hci_dev_lock(), a subsystem's foo_lock()), sorted."""
+        names = set()
+        for table in ("wrappers", "c_wrappers"):
+            for name, effect in self._query(f"SELECT name, effect FROM {table}"):
+                if any((op := kfacts.lock_op(spelling)) is not None and op.action != "release"
+                       for spelling, _ in json.loads(effect)[1]):
+                    names.add(name)
+        return tuple(sorted(names))
+
+    @cached_property
     def queue_wrappers(self) -> dict[str, list]:
         """Header function -> [params, [[tx queue spelling, queue argument text], ...]]."""
         return {name: json.loads(effect) for name, effect in

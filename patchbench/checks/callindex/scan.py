@@ -12,7 +12,7 @@ from patchbench.checks.kernel import facts as kfacts
 
 
 # Bump when scan() changes what it records: every stored scan and index is then rebuilt.
-SCAN_VERSION = 20
+SCAN_VERSION = 21
 
 
 FAMILIES = ("rcu", "rcu_bh", "rcu_sched", "srcu", "bh", "preempt", "irq", "spin", "rtnl")
@@ -239,6 +239,9 @@ def scan(source: bytes) -> dict:
             lines = lines or _Lines(source)
             defs[macro] = [False, 0]
             reads[macro] = [word.decode(), lines.of(text, offset)]
+    for macro, wrapper in _macro_locks(text).items():
+        if macro not in defs:   # a lock wrapper written as a macro (`#define hci_dev_lock(d) mutex_lock(&d->lock)`)
+            defs[macro] = [False, 0, wrapper]
     fields, accessors = field_reads(text, bodies)
     return {"defs": defs, "calls": calls, "regs": regs, "reads": reads, "queue": queue, "acquires": acquires,
             "guards": guard_classes(text),
@@ -276,6 +279,34 @@ def _macro_reads(text: bytes, reads_needing: dict[bytes, int | None]) -> dict[st
                                     len(_arguments(body.replace(b"\\\n", b"  "), call.end())) <= condition):
                 found[name.decode("latin-1")] = (word, match.start(3) + call.start())
                 break
+    return found
+
+
+def _macro_locks(text: bytes) -> dict[str, list]:
+    """{macro: [params, effect]} of the function-like macros whose body is nothing but lock calls
+    of the facts table (`do { ... } while (0)` allowed) that leave a lock taken or released, as a
+    wrapper function's body does (_net_effect): `#define hci_dev_lock(d) mutex_lock(&d->lock)`.
+    Not a macro spelled like a facts-table entry (judged by its own), nor a variadic one."""
+    if b"define" not in text:
+        return {}
+    found = {}
+    spellings = _lock_spellings()
+    for match in _MACRO.finditer(text):
+        name, params, body = match.group(1), match.group(2), match.group(3).replace(b"\\\n", b"  ")
+        if b"..." in params or name in _fact_spellings():
+            continue
+        calls = list(_CALL.finditer(body))
+        if not calls or any(call.group(1) not in spellings and call.group(1) not in _NOT_NAMES for call in calls):
+            continue
+        taken = []
+        for call in calls:
+            if call.group(1) in spellings:
+                arguments = _arguments(body, call.end())
+                taken.append([call.group(1).decode(), arguments[0].decode("latin-1") if arguments else ""])
+        effect = _net_effect(taken)
+        if effect:
+            found[name.decode("latin-1")] = [[p.strip().decode("latin-1") for p in params.split(b",") if p.strip()],
+                                             effect]
     return found
 
 

@@ -162,6 +162,11 @@ class TreeContext:
         merely returns a load of, or None (also without an index)."""
         return self.index.accessors.get(name) if self.index is not None else None
 
+    def taking_wrappers(self) -> tuple[str, ...]:
+        """The tree's wrappers leaving a lock taken in their caller (CallIndex.taking_wrappers);
+        () without an index."""
+        return self.index.taking_wrappers if self.index is not None else ()
+
     def queue_wrappers(self) -> dict[str, list]:
         """Header functions (static inline foo_stop_queue()) around tx queue spellings:
         name -> [parameter names, [[spelling, queue argument text], ...]]; {} without an index."""

@@ -3,6 +3,8 @@ path that does not hold it. The analysis, and what it accepts, is patchbench.che
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
 from typing import Iterable
 
 from patchbench.checks.kernel import facts as kfacts
@@ -40,7 +42,7 @@ _COMMON = ("spin_lock", "mutex_lock", "read_lock", "rtnl_lock")
 
 def _mentions() -> tuple[bytes, ...]:
     """The acquiring spellings, without those containing another (spin_lock covers spin_lock_bh):
-    a file without one has no taker to walk."""
+    a file without one has no taker to walk, unless it calls a wrapper (`reaches`)."""
     spellings = {name for name, op in kfacts.lock_ops().items() if op.action in ("acquire", "try", "try_fail")}
     spellings |= {"guard"}
     kept = [name for name in spellings if not any(other != name and other in name for other in spellings)]
@@ -48,13 +50,24 @@ def _mentions() -> tuple[bytes, ...]:
 
 
 MENTIONS = _mentions()
+_IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
 
 
 def reaches(source: bytes, context) -> bool:
-    """A file without a lock spelling may still call a function taking RTNL from one every way
-    into which holds it (a registration's, or callers' in other files): judged by `check` only,
-    which walks the few files a patch touches whatever they mention."""
-    return context.reports_unknown()
+    """A file without a lock spelling may still take a lock through a wrapper of the tree (a
+    header's `#define hci_dev_lock(d) mutex_lock(&d->lock)`, a subsystem's foo_lock()), or call
+    a function taking RTNL from one every way into which holds it (a registration's, or callers'
+    in other files): the latter judged by `check` only, which walks the few files a patch
+    touches whatever they mention."""
+    if context.reports_unknown():
+        return True
+    wrappers = _wrapper_words(context.taking_wrappers())
+    return bool(wrappers) and not wrappers.isdisjoint(_IDENTIFIER.findall(source))
+
+
+@lru_cache(maxsize=4)
+def _wrapper_words(names: tuple[str, ...]) -> frozenset[bytes]:
+    return frozenset(name.encode() for name in names)
 
 
 def check(model: FileModel) -> Iterable[Finding]:
