@@ -116,10 +116,10 @@ def main() -> int:
         row = "  ".join(f"{kernel}: {_rate(by[(family, kernel)]):>12}" for kernel in sorted(KERNELS))
         total = _rate(by[(family, "all")]) if family != "all" else _rate(upstream)
         print(f"  {family:9} {row}  both: {total}")
-    for origin in ("mission", "seed"):
+    for origin, what in (("adapted", "fixes adapted to changed code"), ("mission", "examples"), ("seed", "examples")):
         own = [o for o in outcomes if o.case.origin == origin]
         if own:
-            print(f"  {origin} examples: {_rate(own)}")
+            print(f"  {origin} {what}: {_rate(own)}")
     if linted:
         _lint_recall(upstream, linted)
     on_fix = [o for o in outcomes if o.on_fix]

@@ -43,7 +43,9 @@ FAMILIES = {"lock-imbalance": "lock", "rcu-deref-unprotected": "rcu", "rcu-point
             "ptr-ring-consume-unlocked": "ptr_ring", "ptr-ring-produce-unlocked": "ptr_ring",
             "rcu-deref-null-unchecked": "rcu"}
 ORDER = ("lock", "rcu", "queue", "ptr_ring")
-ORIGINS = ("upstream", "mission", "seed", "mutation")
+# "adapted": a genuine fix whose own change the tree can no longer redo (the code moved or changed
+# since); the case re-creates its bug in today's code and is counted apart from the upstream fixes
+ORIGINS = ("upstream", "adapted", "mission", "seed", "mutation")
 CHECK_TIMEOUT = 300
 # Of each kernel's cases, at least this share must apply to the tree at hand: another point release
 # may lack a few (counted apart), but a benchmark that has mostly stopped applying measures nothing.
@@ -88,6 +90,8 @@ class Case:
     note: str | None = None
     fixes: str | None = None     # the commit the fix's Fixes: tag names (the bug's author's change)
     fix_digest: str | None = None   # change_digest of the upstream fix's removed and added lines
+    undigested: str | None = None   # why an upstream case has no fix_digest (its diff was not found)
+    unfaithful: str | None = None   # an adapted case: why patch 2 cannot be the fix's own change
 
     @property
     def family(self) -> str:
