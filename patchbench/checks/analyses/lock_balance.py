@@ -451,7 +451,7 @@ def _early_release(model: FileModel, summary: summaries.Summary, rule: ModuleTyp
     """A release of a lock of _taken_later before its first take, outside any loop (where a
     take later in the body may come first), that no path reaches holding it."""
     function = summary.function
-    if call.start > taken_at or _in_loop(call.node, function):
+    if call.start > taken_at or flow.in_loop(call.node, function.body):
         return None
     states = summary.result.states_at(call)
     if not states or any((fact, key) in state for state in states for fact in ("held", "caller", "maybe")) or \
@@ -464,14 +464,6 @@ def _early_release(model: FileModel, summary: summaries.Summary, rule: ModuleTyp
                  "this release comes before any take of it: no path reaches it holding the lock",
                  *calling.explain(model, function.name)),
         call=call.name, args=", ".join(call.args), function=function.name)
-
-
-def _in_loop(node, function: Function) -> bool:
-    while node is not None and node != function.body:
-        if node.type in _LOOPS:
-            return True
-        node = node.parent
-    return False
 
 
 def _taken_key(op, key: str, taken: set[str]) -> str | None:
@@ -588,15 +580,12 @@ def _on_joined_exit(function: Function, call) -> bool:
     return any(join < call.start and not any(join < r < call.start for r in returns) for join in joins)
 
 
-_LOOPS = frozenset({"for_statement", "while_statement", "do_statement"})
-
-
 def _looped_apart(switch, call) -> bool:
     """A loop holds the switch but not the call: its cases' breaks join inside the loop, whose
     other iterations (another object's lock and unlock) the walk folds into one state."""
     node = switch.parent
     while node is not None and not (node.start_byte <= call.start_byte and call.end_byte <= node.end_byte):
-        if node.type in _LOOPS:
+        if node.type in flow.LOOPS:
             return True
         node = node.parent
     return False

@@ -695,16 +695,8 @@ def _unvia(state: frozenset, key: str) -> frozenset:
 def assigned_after(function: Function, variable: str, after: int) -> bool:
     """`variable` is assigned after byte `after`, or inside a loop (again on each turn)."""
     return any(node.child_by_field_name("left").text == variable.encode()
-               and (node.start_byte > after or _in_loop(node, function.body))
+               and (node.start_byte > after or flow.in_loop(node, function.body))
                for node in function.shapes.get("assignment", []))
-
-
-def _in_loop(node: tree_sitter.Node, body: tree_sitter.Node) -> bool:
-    while node is not None and node != body:
-        if node.type in ("for_statement", "while_statement", "do_statement"):
-            return True
-        node = node.parent
-    return False
 
 
 def _copied(model: FileModel, function: Function) -> set[str]:

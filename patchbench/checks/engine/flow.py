@@ -188,7 +188,7 @@ _QUERY_LAST_WORDS = kfacts.names("flow", "query_last_words")
 # values whose assignment makes a variable a flag the walk can follow (`locked = true;`)
 KNOWN_TRUTH = {"true": True, "1": True, "false": False, "0": False, "NULL": False}
 _SIDE_EFFECT = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--")
-_LOOPS = ("while_statement", "for_statement", "do_statement")
+LOOPS = ("while_statement", "for_statement", "do_statement")
 _CONDITIONALS = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_elifdef")
 _RECORDED = frozenset({"expression_statement", "declaration", "return_statement", "if_statement", "while_statement",
                        "for_statement", "do_statement", "switch_statement", "case_statement"})
@@ -287,7 +287,7 @@ class _Walker:
             return self.declaration(node, states)
         if kind == "if_statement":
             return self.if_statement(node, states)
-        if kind in _LOOPS:
+        if kind in LOOPS:
             return self.loop(node, states)
         if kind == "switch_statement":
             return self.switch(node, states)
@@ -908,7 +908,7 @@ def _readers(function: Function) -> _Readers:
               for node in function.labels_and_returns[0] if node.child_by_field_name("label") is not None}
     backward = any(labels.get(_text(goto), goto.start_byte) < goto.start_byte for goto in gotos)
     tested, again = set(), set()
-    pending = [(node, backward or _in_loop(node, function.body)) for node in conditions]
+    pending = [(node, backward or in_loop(node, function.body)) for node in conditions]
     while pending:
         node, repeated = pending.pop()
         tag = _tag_of(function, node)
@@ -928,9 +928,10 @@ def _readers(function: Function) -> _Readers:
     return found
 
 
-def _in_loop(node: tree_sitter.Node, body: tree_sitter.Node) -> bool:
+def in_loop(node: tree_sitter.Node, body: tree_sitter.Node) -> bool:
+    """A loop of the function whose body is `body` holds the node."""
     while node is not None and node != body:
-        if node.type in _LOOPS:
+        if node.type in LOOPS:
             return True
         node = node.parent
     return False

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import tree_sitter
 
+from patchbench.checks.engine import flow
 from patchbench.checks.engine import parse as cparse
 from patchbench.checks.kernel import facts as kfacts
 from patchbench.checks.analyses import locks
@@ -432,7 +433,6 @@ def section_effect(function: Function) -> int:
 
 
 _FIELD_OF_LOCAL = re.compile(r"&?\(?([A-Za-z_]\w*)\.[A-Za-z_][\w.]*\)?")
-_LOOPS = ("for_statement", "while_statement", "do_statement")
 
 
 def stack_private(model: FileModel, function: Function, call: CallSite) -> bool:
@@ -454,7 +454,7 @@ def stack_private(model: FileModel, function: Function, call: CallSite) -> bool:
         return False
     node = call.node.parent
     while node is not None and node != function.body:
-        if node.type in _LOOPS and taken.search(model.text(node)):
+        if node.type in flow.LOOPS and taken.search(model.text(node)):
             return False
         node = node.parent
     return True
