@@ -403,7 +403,7 @@ def _unheld_releases(model: FileModel, summary: summaries.Summary, rule: ModuleT
         once = len(set().union(*(named.get(name, ()) for name in names))) == 1 and \
             len(set().union(*(spellings.get(name, ()) for name in names))) == 1
         if _on_joined_exit(function, call) and any(
-                not any((fact, name) in state for fact in ("held", "caller", "maybe") for name in holding)
+                not _holding(state, holding)
                 and (once or not any(("released", name) in state for name in names))
                 # a section is reported released twice, never as not opened: `#if A || B` opens
                 # it and `#ifdef A` jumps to its end, which the walk cannot tell apart
@@ -439,8 +439,7 @@ def _taken_later(model: FileModel, summary: summaries.Summary, transfer: locks.L
         acquires = [call for call, op in ops if op.action == "acquire"]
         if not acquires or not all(_exclusive(call.name, op) for call, op in ops if op.action != "release"):
             continue
-        if any((fact, key) in state for call in acquires for state in summary.result.states_at(call)
-               for fact in ("caller", "held", "maybe")):
+        if any(_holding(state, (key,)) for call in acquires for state in summary.result.states_at(call)):
             continue
         later[key] = min(call.start for call in acquires)
     return later
@@ -454,7 +453,7 @@ def _early_release(model: FileModel, summary: summaries.Summary, rule: ModuleTyp
     if call.start > taken_at or flow.in_loop(call.node, function.body):
         return None
     states = summary.result.states_at(call)
-    if not states or any((fact, key) in state for state in states for fact in ("held", "caller", "maybe")) or \
+    if not states or any(_holding(state, (key,)) for state in states) or \
             any(("branch", text, truth) in state for state in states for text, truth in callers):
         return None
     return registry.finding(
@@ -470,12 +469,13 @@ def _taken_key(op, key: str, taken: set[str]) -> str | None:
     """The key of the function's own lock a release names: its own key, or for an object lock
     named otherwise than where it was taken (`release_sock(sock->sk)` after `lock_sock(sk)`),
     the one object of that kind the function takes (LockTransfer.same_object's reading)."""
-    if key in taken:
-        return key
-    if op.key != "object":
-        return None
-    same = [name for name in taken if name.startswith(f"{op.kind}:")]
-    return same[0] if len(same) == 1 else None
+    return key if key in taken else locks.one_of_kind(op, taken)
+
+
+def _holding(state: frozenset, names) -> bool:
+    """Some path fact says the lock, under one of its names, may be held: taken here, the
+    caller's (held on entry or released unheld already), or taken on some path of a callee."""
+    return any((fact, name) in state for fact in ("held", "caller", "maybe") for name in names)
 
 
 # Global locks a registration's calling context says are held or not (kfacts.Context.locks).

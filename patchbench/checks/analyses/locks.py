@@ -286,11 +286,7 @@ class LockTransfer(flow.Transfer):
         differently (netdev_lock(dev) ... netdev_unlock(bp->dev); lock_sock(sk) with sk loaded
         from sock->sk ... release_sock(sock->sk)): an object lock of one kind held once is the
         object released. Path-named locks (spin, mutex) never match by kind."""
-        if op.key != "object":
-            return None
-        prefix = f"{op.kind}:"
-        held = [fact[1] for fact in state if fact[0] == "held" and fact[1].startswith(prefix)]
-        return held[0] if len(held) == 1 else None
+        return one_of_kind(op, [fact[1] for fact in state if fact[0] == "held"])
 
     @staticmethod
     def implied(op: LockOp, key: str) -> frozenset:
@@ -690,6 +686,15 @@ def _unvia(state: frozenset, key: str) -> frozenset:
     """state without the variables that named the lock `key` (it is no longer held)."""
     stale = {fact for fact in state if fact[0] == "via" and fact[2] == key}
     return state - stale if stale else state
+
+
+def one_of_kind(op: LockOp, keys) -> str | None:
+    """The one key among `keys` of an object lock of op's kind (`sock:`, `netdev:`), None when
+    there are none or several, or op names a path lock (spin, mutex), never matched by kind."""
+    if op.key != "object":
+        return None
+    same = [key for key in keys if key.startswith(f"{op.kind}:")]
+    return same[0] if len(same) == 1 else None
 
 
 def assigned_after(function: Function, variable: str, after: int) -> bool:
